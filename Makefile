@@ -1,0 +1,33 @@
+# segmentlake developer entry points. Everything runs from the project's own .venv.
+# `make setup` is idempotent and cheap when nothing changed; every other target calls it.
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup quickstart test lint format
+
+setup: $(STAMP)
+	$(BIN)/python -m segmentlake.spark prepare
+
+# Reinstall only when the dependency list changed; the editable install picks up code edits.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+quickstart: setup
+	$(BIN)/segmentlake quickstart
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy segmentlake/core
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint
+	$(BIN)/pytest

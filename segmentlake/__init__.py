@@ -1,0 +1,78 @@
+"""segmentlake: Apache Druid's segment model on Delta Lake and Spark.
+
+The pure core (intervals, segments, shard specs, the visible timeline, lock rules) imports no
+Spark; ``Lake`` and ``spark_session`` load Spark lazily, on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.interval import ETERNITY, Interval, Period
+from segmentlake.core.locks import LockGranularity, LockType, TaskLock
+from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.shard_spec import (
+    DimensionRangeShardSpec,
+    HashBasedNumberedShardSpec,
+    NumberedOverwriteShardSpec,
+    NumberedShardSpec,
+    ShardSpec,
+    SingleDimensionShardSpec,
+    TombstoneShardSpec,
+)
+from segmentlake.core.timeline import TimelineObjectHolder, VersionedIntervalTimeline
+from segmentlake.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    EnvironmentSetupError,
+    LockRefused,
+    MetadataVersionError,
+    SegmentLakeError,
+    SpecError,
+)
+
+if TYPE_CHECKING:
+    from segmentlake.lake import Lake
+    from segmentlake.spark.session import spark_session
+
+__all__ = [
+    "ETERNITY",
+    "CommitConflict",
+    "CommitStateUnknown",
+    "DataSegment",
+    "DimensionRangeShardSpec",
+    "EnvironmentSetupError",
+    "Granularity",
+    "HashBasedNumberedShardSpec",
+    "Interval",
+    "Lake",
+    "LockGranularity",
+    "LockRefused",
+    "LockType",
+    "MetadataVersionError",
+    "NumberedOverwriteShardSpec",
+    "NumberedShardSpec",
+    "Period",
+    "SegmentId",
+    "SegmentLakeError",
+    "ShardSpec",
+    "SingleDimensionShardSpec",
+    "SpecError",
+    "TaskLock",
+    "TimelineObjectHolder",
+    "TombstoneShardSpec",
+    "VersionedIntervalTimeline",
+    "spark_session",
+]
+
+_LAZY = {"Lake": "segmentlake.lake", "spark_session": "segmentlake.spark.session"}
+
+
+def __getattr__(name: str) -> Any:
+    # Spark-dependent names load on first use so `import segmentlake` stays Spark-free.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'segmentlake' has no attribute {name!r}")

@@ -1,0 +1,5 @@
+"""The ``segmentlake`` command line (a surface: it prints, the library logs)."""
+
+from segmentlake.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,58 @@
+"""Printing metadata for people: segments, locks and the visible timeline as text tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from segmentlake.core.interval import ETERNITY, Interval, format_timestamp
+from segmentlake.lake import Lake
+
+__all__ = ["format_table", "print_locks", "print_segments", "print_timeline"]
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain, aligned text table."""
+    cells = [list(map(str, header))] + [list(map(str, r)) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def print_segments(lake: Lake, datasource: str, interval: str | None) -> None:
+    segments = lake.used_segments(datasource, interval)
+    rows = [
+        (s.interval, s.version, s.shard_spec.partition_num, s.shard_spec.type_name,
+         s.num_rows, s.size)
+        for s in segments
+    ]
+    print(format_table(("interval", "version", "partition", "shard", "rows", "bytes"), rows))
+    print(f"{len(segments)} used segment(s) in {datasource}")
+
+
+def print_locks(lake: Lake, datasource: str) -> None:
+    locks = lake.locks(datasource)
+    rows = [
+        (lk.group_id, lk.lock_type.value, lk.granularity.value, lk.interval, lk.version,
+         "" if lk.partition_num is None else lk.partition_num, lk.priority,
+         format_timestamp(lk.expires_millis))
+        for lk in locks
+    ]
+    header = ("group", "type", "granularity", "interval", "version", "partition", "priority",
+              "expires")
+    print(format_table(header, rows))
+    print(f"{len(locks)} live lock(s) on {datasource}")
+
+
+def print_timeline(lake: Lake, datasource: str, interval: str | None) -> None:
+    query = Interval.parse(interval) if interval else ETERNITY
+    holders = lake.timeline(datasource).lookup(query)
+    rows = [
+        (h.interval, h.version, len(h.segments), sum(s.num_rows for s in h.segments),
+         ",".join(str(s.shard_spec.partition_num) for s in h.segments))
+        for h in holders
+    ]
+    print(format_table(("visible interval", "version", "segments", "rows", "partitions"), rows))
+    print(f"{len(holders)} visible piece(s) of {datasource}")

@@ -1,0 +1,127 @@
+"""Druid's standard granularities: bucket an instant, iterate the buckets of an interval.
+
+All buckets are aligned in UTC. Weeks start on Monday (Joda/ISO, as in Druid); quarters on
+January, April, July and October. ``NONE`` buckets by millisecond and ``ALL`` is one bucket
+spanning all time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from datetime import MAXYEAR as MAX_YEAR
+from datetime import UTC, datetime
+
+from segmentlake.core.interval import (
+    MAX_MILLIS,
+    MIN_MILLIS,
+    Interval,
+    millis_to_datetime,
+    to_millis,
+)
+from segmentlake.errors import SpecError
+
+__all__ = ["Granularity"]
+
+_SECOND = 1000
+_MINUTE = 60 * _SECOND
+_HOUR = 60 * _MINUTE
+_DAY = 24 * _HOUR
+# 1970-01-05 was a Monday: weeks are counted from there.
+_WEEK_ORIGIN = 4 * _DAY
+
+
+class Granularity(enum.Enum):
+    """A time bucketing rule, named as in Druid (``Granularity.parse("day")``)."""
+
+    NONE = ("none", 1, 0)
+    SECOND = ("second", _SECOND, 0)
+    MINUTE = ("minute", _MINUTE, 0)
+    FIFTEEN_MINUTE = ("fifteen_minute", 15 * _MINUTE, 0)
+    THIRTY_MINUTE = ("thirty_minute", 30 * _MINUTE, 0)
+    HOUR = ("hour", _HOUR, 0)
+    SIX_HOUR = ("six_hour", 6 * _HOUR, 0)
+    DAY = ("day", _DAY, 0)
+    WEEK = ("week", 7 * _DAY, 0)
+    MONTH = ("month", 0, 1)
+    QUARTER = ("quarter", 0, 3)
+    YEAR = ("year", 0, 12)
+    ALL = ("all", 0, 0)
+
+    def __init__(self, json_name: str, fixed_millis: int, months: int) -> None:
+        self.json_name = json_name
+        self.fixed_millis = fixed_millis
+        self.months = months
+
+    @classmethod
+    def parse(cls, value: str | Granularity | dict[str, object]) -> Granularity:
+        """Accept a Granularity, a name in any case (``"DAY"``, ``"fifteen_minute"``) or Druid's
+        ``{"type": "day"}`` JSON form."""
+        if isinstance(value, Granularity):
+            return value
+        name = value.get("type") if isinstance(value, dict) else value
+        if isinstance(name, str):
+            for member in cls:
+                if member.json_name == name.strip().lower():
+                    return member
+        known = ", ".join(m.json_name.upper() for m in cls)
+        raise SpecError(f"unknown granularity {value!r}; expected one of {known}")
+
+    def bucket_start_millis(self, millis: int) -> int:
+        """Start (epoch ms) of the bucket holding ``millis``."""
+        if self is Granularity.ALL:
+            return MIN_MILLIS
+        if self is Granularity.WEEK:
+            return millis - (millis - _WEEK_ORIGIN) % self.fixed_millis
+        if self.fixed_millis:
+            return millis - millis % self.fixed_millis
+        dt = millis_to_datetime(millis)
+        month0 = (dt.month - 1) // self.months * self.months
+        return to_millis(datetime(dt.year, month0 + 1, 1, tzinfo=UTC))
+
+    def next_bucket_start_millis(self, bucket_start: int) -> int:
+        """Start of the bucket after the one starting at ``bucket_start``."""
+        if self is Granularity.ALL:
+            return MAX_MILLIS
+        # The last bucket of the calendar (year 9999, e.g. a "9999-12-31" sentinel timestamp)
+        # ends at MAX_MILLIS, like ETERNITY, instead of overflowing datetime.
+        if self.fixed_millis:
+            return min(bucket_start + self.fixed_millis, MAX_MILLIS)
+        dt = millis_to_datetime(bucket_start)
+        total = dt.year * 12 + dt.month - 1 + self.months
+        if total // 12 > MAX_YEAR:
+            return MAX_MILLIS
+        return to_millis(datetime(total // 12, total % 12 + 1, 1, tzinfo=UTC))
+
+    def bucket(self, instant: datetime | int) -> Interval:
+        """The bucket containing an instant (datetime or epoch ms)."""
+        millis = instant if isinstance(instant, int) else to_millis(instant)
+        start = self.bucket_start_millis(millis)
+        return Interval.of_millis(start, self.next_bucket_start_millis(start))
+
+    def truncate(self, instant: datetime) -> datetime:
+        """The start of the bucket holding ``instant``."""
+        return millis_to_datetime(self.bucket_start_millis(to_millis(instant)))
+
+    def iterate(self, interval: Interval) -> Iterator[Interval]:
+        """Every bucket that overlaps ``interval``, in time order."""
+        if interval.is_empty():
+            return
+        start = self.bucket_start_millis(interval.start_millis)
+        while start < interval.end_millis:
+            end = self.next_bucket_start_millis(start)
+            yield Interval.of_millis(start, end)
+            start = end
+
+    def is_aligned(self, interval: Interval) -> bool:
+        """True when ``interval`` starts and ends on bucket boundaries of this granularity."""
+        if self is Granularity.ALL:
+            return interval.key == (MIN_MILLIS, MAX_MILLIS)
+        start = interval.start_millis
+        return (
+            self.bucket_start_millis(start) == start
+            and self.bucket_start_millis(interval.end_millis) == interval.end_millis
+        )
+
+    def __str__(self) -> str:
+        return self.name

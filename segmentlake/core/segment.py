@@ -1,0 +1,260 @@
+"""Segment identity (``SegmentId``) and the segment descriptor (``DataSegment``).
+
+A segment id is Druid's ``datasource_start_end_version[_partitionNum]`` (the partition number is
+omitted when 0). A ``DataSegment`` is the metadata record of one immutable segment; its
+``load_spec`` says where its rows are and is kept apart from its id, so a segment can be
+re-published under a new id or version (concurrent append + replace) without rewriting rows.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from segmentlake.core.interval import Interval, format_timestamp, parse_timestamp, to_millis
+from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, shard_spec_from_json
+from segmentlake.errors import SpecError
+
+__all__ = ["DataSegment", "SegmentId"]
+
+
+def _check_name(kind: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{kind} must be a non-empty string, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentId:
+    """The identity of a segment: datasource, interval, version and partition number."""
+
+    datasource: str
+    interval: Interval
+    version: str
+    partition_num: int = 0
+
+    def __post_init__(self) -> None:
+        _check_name("datasource", self.datasource)
+        _check_name("version", self.version)
+        if not isinstance(self.partition_num, int) or self.partition_num < 0:
+            raise SpecError(f"partition_num must be an int >= 0, got {self.partition_num!r}")
+
+    def __str__(self) -> str:
+        base = (
+            f"{self.datasource}_{format_timestamp(self.interval.start_millis)}_"
+            f"{format_timestamp(self.interval.end_millis)}_{self.version}"
+        )
+        return base if self.partition_num == 0 else f"{base}_{self.partition_num}"
+
+    @classmethod
+    def parse(cls, text: str, datasource: str | None = None) -> SegmentId:
+        """Parse Druid's string form. Pass ``datasource`` when it may contain ``_`` followed by
+        something that looks like a timestamp; otherwise the first timestamp pair is taken.
+
+        >>> str(SegmentId.parse("wiki_2024-01-01T00:00:00.000Z_2024-01-02T00:00:00.000Z_v1_3"))
+        'wiki_2024-01-01T00:00:00.000Z_2024-01-02T00:00:00.000Z_v1_3'
+        """
+        if not isinstance(text, str):
+            raise SpecError(f"a segment id must be a string, got {text!r}")
+        if datasource is not None:
+            if not text.startswith(datasource + "_"):
+                raise SpecError(f"segment id {text!r} does not start with '{datasource}_'")
+            parsed = cls._parse_after(datasource, text[len(datasource) + 1 :].split("_"))
+        else:
+            parts = text.split("_")
+            parsed = None
+            # First look for timestamps in the exact form Druid writes in ids
+            # ("2024-01-01T00:00:00.000Z"), so a datasource such as "events_20240101" or
+            # "daily_2024-01-01" is not taken for a start timestamp; then accept any ISO form.
+            for strict in (True, False):
+                for k in range(1, len(parts) - 2):
+                    parsed = cls._parse_after("_".join(parts[:k]), parts[k:], strict=strict)
+                    if parsed is not None:
+                        break
+                if parsed is not None:
+                    break
+        if parsed is None:
+            raise SpecError(
+                f"malformed segment id {text!r}; expected "
+                "'<datasource>_<start>_<end>_<version>[_<partition>]' with ISO timestamps"
+            )
+        return parsed
+
+    @classmethod
+    def _parse_after(
+        cls, datasource: str, parts: list[str], *, strict: bool = False
+    ) -> SegmentId | None:
+        if len(parts) < 3 or not datasource:
+            return None
+        try:
+            start, end = parse_timestamp(parts[0]), parse_timestamp(parts[1])
+        except SpecError:
+            return None
+        if strict and (format_timestamp(start), format_timestamp(end)) != (parts[0], parts[1]):
+            return None
+        rest = parts[2:]
+        partition = 0
+        if len(rest) > 1 and rest[-1].isdigit():
+            partition = int(rest.pop())
+        version = "_".join(rest)
+        if not version or to_millis(end) < to_millis(start):
+            return None
+        return cls(datasource, Interval(start, end), version, partition)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DataSegment:
+    """The metadata record of one immutable segment (Druid's segment descriptor).
+
+    Equality and hashing go by :attr:`id`, as in Druid. ``load_spec`` locates the rows
+    (``{"type": "delta", "path": ..., "segment": ...}``); ``last_compaction_state`` is the
+    fingerprint of the compaction spec that produced the segment, if any.
+    """
+
+    datasource: str
+    interval: Interval
+    version: str
+    shard_spec: ShardSpec = field(default_factory=lambda: NumberedShardSpec(0, 0))
+    load_spec: Mapping[str, Any] = field(default_factory=dict)
+    dimensions: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    size: int = 0
+    num_rows: int = 0
+    last_compaction_state: Mapping[str, Any] | None = None
+    binary_version: int = 9
+
+    def __post_init__(self) -> None:
+        _check_name("datasource", self.datasource)
+        _check_name("version", self.version)
+        if not isinstance(self.interval, Interval):
+            raise SpecError(f"interval must be an Interval, got {self.interval!r}")
+        if not isinstance(self.shard_spec, ShardSpec):
+            raise SpecError(f"shard_spec must be a ShardSpec, got {self.shard_spec!r}")
+        if self.size < 0 or self.num_rows < 0:
+            raise SpecError(f"size and num_rows must be >= 0, got {self.size}, {self.num_rows}")
+        # Freeze (deep) copies of the mappings so a caller's later mutation, even of a nested
+        # value such as a compaction state's partitionsSpec, cannot change a published record.
+        object.__setattr__(self, "load_spec", MappingProxyType(_deep_copy(self.load_spec)))
+        if self.last_compaction_state is not None:
+            state = MappingProxyType(_deep_copy(self.last_compaction_state))
+            object.__setattr__(self, "last_compaction_state", state)
+        object.__setattr__(self, "dimensions", tuple(self.dimensions))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+
+    @property
+    def id(self) -> SegmentId:
+        return SegmentId(
+            self.datasource, self.interval, self.version, self.shard_spec.partition_num
+        )
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.shard_spec.is_tombstone
+
+    def _identity(self) -> tuple[str, tuple[int, int], str, int]:
+        return (self.datasource, self.interval.key, self.version, self.shard_spec.partition_num)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DataSegment):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
+    def __repr__(self) -> str:
+        return f"DataSegment({self.id})"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A mappingproxy cannot be pickled (nor deep-copied); rebuild from plain dicts so
+        # segments can be pickled, e.g. shipped to Spark executors.
+        state = self.last_compaction_state
+        return (
+            type(self),
+            (
+                self.datasource,
+                self.interval,
+                self.version,
+                self.shard_spec,
+                dict(self.load_spec),
+                self.dimensions,
+                self.metrics,
+                self.size,
+                self.num_rows,
+                None if state is None else dict(state),
+                self.binary_version,
+            ),
+        )
+
+    def overshadows(self, other: DataSegment) -> bool:
+        """Druid's segment overshadowing: a higher version over a contained interval, or, in the
+        same chunk, a higher minor version over a contained root partition range."""
+        if self.datasource != other.datasource or not self.interval.contains(other.interval):
+            return False
+        if self.version != other.version:
+            return self.version > other.version
+        return self.interval == other.interval and self.shard_spec.overshadows(other.shard_spec)
+
+    def to_json(self) -> dict[str, Any]:
+        """Druid's descriptor JSON (plus ``numRows``)."""
+        return {
+            "dataSource": self.datasource,
+            "interval": str(self.interval),
+            "version": self.version,
+            "loadSpec": _deep_copy(self.load_spec),
+            "dimensions": ",".join(self.dimensions),
+            "metrics": ",".join(self.metrics),
+            "shardSpec": self.shard_spec.to_json(),
+            "lastCompactionState": (
+                None
+                if self.last_compaction_state is None
+                else _deep_copy(self.last_compaction_state)
+            ),
+            "binaryVersion": self.binary_version,
+            "size": self.size,
+            "numRows": self.num_rows,
+            "identifier": str(self.id),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> DataSegment:
+        """Inverse of :meth:`to_json`; also accepts a JSON string."""
+        try:
+            obj = json.loads(data) if isinstance(data, str) else data
+        except ValueError as e:
+            raise SpecError(f"segment descriptor is not valid JSON: {e}") from e
+        if not isinstance(obj, Mapping):
+            raise SpecError(f"segment descriptor must be a JSON object, got {obj!r}")
+        try:
+            return cls(
+                datasource=obj["dataSource"],
+                interval=Interval.parse(obj["interval"]),
+                version=obj["version"],
+                shard_spec=shard_spec_from_json(
+                    obj.get("shardSpec") or {"type": "numbered", "partitionNum": 0}
+                ),
+                load_spec=obj.get("loadSpec") or {},
+                dimensions=_split(obj.get("dimensions")),
+                metrics=_split(obj.get("metrics")),
+                size=int(obj.get("size", 0)),
+                num_rows=int(obj.get("numRows", 0)),
+                last_compaction_state=obj.get("lastCompactionState"),
+                binary_version=int(obj.get("binaryVersion", 9)),
+            )
+        except KeyError as e:
+            raise SpecError(f"segment descriptor lacks field {e.args[0]!r}: {obj!r}") from e
+
+
+def _deep_copy(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(dict(mapping))
+
+
+def _split(value: Any) -> tuple[str, ...]:
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return tuple(v for v in value.split(",") if v)
+    return tuple(value)

@@ -1,0 +1,55 @@
+"""The one exception hierarchy of segmentlake.
+
+Every error segmentlake raises on purpose is a :class:`SegmentLakeError`. Bad input is a
+:class:`SpecError` (also a :class:`ValueError`, so generic callers still catch it). The commit
+errors follow pyiceberg's split between "surely did not land" (:class:`CommitConflict`) and
+"may or may not have landed" (:class:`CommitStateUnknown`): only the first allows cleaning up
+staged files.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CommitConflict",
+    "CommitStateUnknown",
+    "EnvironmentSetupError",
+    "LockRefused",
+    "MetadataVersionError",
+    "SegmentLakeError",
+    "SpecError",
+]
+
+
+class SegmentLakeError(Exception):
+    """Root of every error segmentlake raises on purpose."""
+
+
+class SpecError(SegmentLakeError, ValueError):
+    """Malformed input: a spec, interval, segment id, shard spec, row or request.
+
+    The message names what is wrong and what would be right.
+    """
+
+
+class LockRefused(SegmentLakeError):
+    """A lock request conflicts with locks held by others (named in the message)."""
+
+    def __init__(self, message: str, *, conflicting: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.conflicting = conflicting
+
+
+class CommitConflict(SegmentLakeError):
+    """A metadata commit lost its race (after bounded retries) and surely did not land."""
+
+
+class CommitStateUnknown(SegmentLakeError):
+    """A commit may or may not have landed; staged data must not be cleaned up."""
+
+
+class MetadataVersionError(SegmentLakeError):
+    """The warehouse was written by a newer, unknown metadata schema version."""
+
+
+class EnvironmentSetupError(SegmentLakeError):
+    """The local environment cannot run segmentlake (missing JDK, unresolvable jars, ...)."""

@@ -1,0 +1,207 @@
+"""Centralized segment id allocation (Druid's SegmentAllocateAction, segment-lock mode).
+
+Allocating ids and the segment locks that go with them is one guarded commit, so ids are
+unique per chunk across every concurrent writer. A request is idempotent per (sequence name,
+previous segment id): asking again returns the id already allocated.
+
+* Appends get first-generation ids (0..32767) in the chunk's current version: the highest
+  version among the interval's used segments and pending allocations, or a new version for a
+  chunk nobody has written yet.
+* Minor compaction gets overwrite ids (32768..65535) in a given chunk and version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pyspark.sql import functions as F
+
+from segmentlake.core.interval import Interval
+from segmentlake.core.locks import LockGranularity, LockRequest, LockType, decide_lock, next_version
+from segmentlake.core.segment import SegmentId
+from segmentlake.core.shard_spec import (
+    FIRST_GENERATION_PARTITION_ID_MAX,
+    NON_ROOT_GENERATION_PARTITION_ID_MAX,
+    NON_ROOT_GENERATION_PARTITION_ID_MIN,
+    shard_spec_from_json,
+)
+from segmentlake.errors import LockRefused, SpecError
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, now_ms, overlapping
+from segmentlake.metadata.records import (
+    LOCK,
+    PENDING,
+    SEGMENT,
+    PendingSegment,
+    Row,
+    lock_from_row,
+    lock_row,
+    pending_from_row,
+    pending_row,
+)
+from segmentlake.metadata.store import Change, PartitionState
+from segmentlake.metadata.transaction import Decision, transact
+
+__all__ = ["AllocateRequest", "allocate"]
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateRequest:
+    """One segment wanted in ``interval`` (a segment-granularity bucket) by the sequence
+    ``sequence_name``; ``previous_id`` is the id this sequence got last ("" at its start)."""
+
+    interval: Interval
+    sequence_name: str
+    previous_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sequence_name:
+            raise SpecError("an allocation request needs a non-empty sequence_name")
+        if self.interval.is_empty():
+            raise SpecError(f"cannot allocate a segment in the empty interval {self.interval}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.sequence_name}|{self.previous_id}"
+
+
+@dataclass
+class _Chunk:
+    interval: Interval
+    version: str
+    next_partition: int
+    num_core_partitions: int
+
+
+def allocate(
+    lockbox: Lockbox,
+    datasource: str,
+    requests: Sequence[AllocateRequest],
+    *,
+    group_id: str,
+    task_id: str,
+    priority: int = 0,
+    overwrite_version: str | None = None,
+) -> list[PendingSegment]:
+    """Allocate one segment id (with its segment lock) per request, all in one commit.
+
+    With ``overwrite_version`` the ids come from the overwrite space 32768..65535 of the
+    chunks of that version (minor compaction); otherwise first-generation ids for appends.
+    Raises :class:`LockRefused` when a conflicting lock of another group (e.g. an overwrite's
+    exclusive time-chunk lock) of equal or higher priority holds an interval.
+    """
+    if not requests:
+        return []
+    lo = min(r.interval.start_millis for r in requests)
+    hi = max(r.interval.end_millis for r in requests)
+    span = Interval.of_millis(lo, hi)
+    condition = (F.col("kind") == LOCK) | (
+        F.col("kind").isin(SEGMENT, PENDING)
+        & overlapping(span)
+        & (F.col("used").isNull() | F.col("used"))
+    )
+
+    def decide(state: PartitionState) -> Decision[list[PendingSegment]]:
+        at = now_ms()
+        pending = {r["id"]: pending_from_row(r) for r in state.of(PENDING)}
+        locks = [lock_from_row(r) for r in state.of(LOCK)]
+        chunks: dict[tuple[int, int], _Chunk] = {}
+        changes = expired_lock_deletes(state, at)
+        results = []
+        for req in requests:
+            known = pending.get(req.key)
+            if known is not None:
+                results.append(known)
+                continue
+            chunk = chunks.get(req.interval.key) or _chunk_for(
+                state, req.interval, overwrite_version, at
+            )
+            chunks[req.interval.key] = chunk
+            sid = SegmentId(datasource, chunk.interval, chunk.version, chunk.next_partition)
+            _check_space(sid.partition_num, overwrite_version is not None)
+            chunk.next_partition += 1
+            lock_request = LockRequest(
+                group_id, task_id, datasource, chunk.interval, LockType.EXCLUSIVE,
+                LockGranularity.SEGMENT, priority, chunk.version, sid.partition_num,
+            )
+            verdict = decide_lock(
+                lock_request, locks, existing_versions=(), now_millis=at,
+                lease_millis=lockbox.lease_ms,
+            )
+            if verdict.granted is None:
+                raise LockRefused(
+                    f"cannot allocate in {datasource} {chunk.interval}: held by "
+                    + ", ".join(f"{lk.group_id} ({lk.lock_type.value} {lk.granularity.value}, "
+                                f"priority {lk.priority})" for lk in verdict.conflicting),
+                    conflicting=verdict.conflicting,
+                )
+            locks.append(verdict.granted)
+            entry = PendingSegment(sid, req.sequence_name, req.previous_id, group_id,
+                                   chunk.num_core_partitions)
+            pending[req.key] = entry
+            results.append(entry)
+            changes.append(Change("insert", pending_row(entry, now_ms=at)))
+            changes.append(Change("upsert", lock_row(verdict.granted, now_ms=at)))
+            for revoked in verdict.revoke:
+                changes.append(Change("upsert", lock_row(replace(revoked, revoked=True), now_ms=at)))
+        return Decision(changes, results)
+
+    return transact(
+        lockbox.store, datasource, decide, operation="allocate", condition=condition,
+        policy=lockbox.retry,
+    )
+
+
+def _check_space(partition_num: int, overwrite: bool) -> None:
+    high = NON_ROOT_GENERATION_PARTITION_ID_MAX if overwrite else FIRST_GENERATION_PARTITION_ID_MAX
+    if partition_num > high:
+        raise SpecError(f"chunk is out of partition ids: {partition_num} > {high}")
+
+
+def _chunk_for(
+    state: PartitionState, interval: Interval, overwrite_version: str | None, at: int
+) -> _Chunk:
+    """The chunk a new segment of ``interval`` goes into, and its next free partition id."""
+    rows = [
+        r for r in state.of(SEGMENT) + state.of(PENDING)
+        if r["start_ms"] < interval.end_millis and r["end_ms"] > interval.start_millis
+    ]
+    containing = [
+        r for r in rows if r["start_ms"] <= interval.start_millis and r["end_ms"] >= interval.end_millis
+    ]
+    if overwrite_version is not None:
+        version = overwrite_version
+    elif containing:
+        # Appends join the existing chunk that holds this interval, in its highest version.
+        best = max(containing, key=lambda r: r["version"])
+        interval = Interval.of_millis(best["start_ms"], best["end_ms"])
+        version = best["version"]
+    elif rows:
+        raise SpecError(
+            f"cannot append into {interval}: it overlaps existing chunks "
+            f"{sorted({str(Interval.of_millis(r['start_ms'], r['end_ms'])) for r in rows})} "
+            "of another segment granularity; append with the existing granularity or overwrite"
+        )
+    else:
+        version = next_version((), at)
+    in_chunk = [
+        r for r in rows
+        if (r["start_ms"], r["end_ms"]) == interval.key and r["version"] == version
+    ]
+    low = NON_ROOT_GENERATION_PARTITION_ID_MIN if overwrite_version is not None else 0
+    high = NON_ROOT_GENERATION_PARTITION_ID_MAX if overwrite_version is not None else (
+        FIRST_GENERATION_PARTITION_ID_MAX)
+    taken = [r["partition_num"] for r in in_chunk if low <= r["partition_num"] <= high]
+    return _Chunk(interval, version, max(taken, default=low - 1) + 1, _core_partitions(in_chunk))
+
+
+def _core_partitions(rows: list[Row]) -> int:
+    core = 0
+    for r in rows:
+        if r["kind"] == SEGMENT and r["partition_num"] < NON_ROOT_GENERATION_PARTITION_ID_MIN:
+            spec = shard_spec_from_json(json.loads(r["payload"])["shardSpec"])
+            core = max(core, spec.num_core_partitions)
+        elif r["kind"] == PENDING:
+            core = max(core, int(r["seq"] or 0))
+    return core

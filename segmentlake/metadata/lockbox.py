@@ -1,0 +1,164 @@
+"""The lockbox on Delta: grant, renew, revoke and release task locks with guarded commits.
+
+The rules are the pure ones of :mod:`segmentlake.core.locks`; this module reads the
+datasource's locks (and the versions of used segments and pending allocations in the
+requested interval), applies the rules and commits the outcome — the new lock plus the
+revocations — in one commit. Expired locks found on the way are deleted in that same commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+
+from pyspark.sql import functions as F
+
+from segmentlake.core.interval import Interval
+from segmentlake.core.locks import LockRequest, TaskLock, decide_lock
+from segmentlake.errors import LockRefused
+from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, lock_from_row, lock_row
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState
+from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+
+__all__ = ["LockResult", "Lockbox", "now_ms"]
+
+logger = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class LockResult:
+    """``try_lock``'s answer: the lock, or the live holders that refused it."""
+
+    lock: TaskLock | None
+    conflicting: tuple[TaskLock, ...] = ()
+    revoked: tuple[TaskLock, ...] = ()
+
+    @property
+    def granted(self) -> bool:
+        return self.lock is not None
+
+
+def overlapping(interval: Interval) -> F.Column:
+    """Rows whose ``[start_ms, end_ms)`` overlaps ``interval``."""
+    return (F.col("start_ms") < interval.end_millis) & (F.col("end_ms") > interval.start_millis)
+
+
+def live_locks(state: PartitionState, at_ms: int) -> list[TaskLock]:
+    return [lk for lk in map(lock_from_row, state.of(LOCK)) if lk.is_live(at_ms)]
+
+
+def expired_lock_deletes(state: PartitionState, at_ms: int) -> list[Change]:
+    """Deletes for locks past their lease or revoked (they are released by definition)."""
+    return [
+        Change("delete", row)
+        for row in state.of(LOCK)
+        if not lock_from_row(row).is_live(at_ms)
+    ]
+
+
+class Lockbox:
+    """Task locks of one warehouse (Druid's TaskLockbox, persisted in the metadata table)."""
+
+    def __init__(
+        self, store: MetadataStore, *, lease_ms: int = 60_000, retry: RetryPolicy = RetryPolicy()
+    ) -> None:
+        self.store = store
+        self.lease_ms = lease_ms
+        self.retry = retry
+
+    def try_lock(self, request: LockRequest) -> LockResult:
+        """Grant ``request`` now (revoking strictly lower-priority conflicting locks) or refuse
+        it, naming the holders in the way. Re-requesting a held lock renews it."""
+        condition = (F.col("kind") == LOCK) | (
+            F.col("kind").isin(SEGMENT, PENDING)
+            & overlapping(request.interval)
+            & (F.col("used").isNull() | F.col("used"))
+        )
+
+        def decide(state: PartitionState) -> Decision[LockResult]:
+            at = now_ms()
+            versions = [r["version"] for r in state.of(SEGMENT) + state.of(PENDING)]
+            locks = [lock_from_row(r) for r in state.of(LOCK)]
+            decision = decide_lock(
+                request, locks, existing_versions=versions, now_millis=at, lease_millis=self.lease_ms
+            )
+            if decision.granted is None:
+                return Decision((), LockResult(None, conflicting=decision.conflicting))
+            changes = expired_lock_deletes(state, at)
+            changes.append(Change("upsert", lock_row(decision.granted, now_ms=at)))
+            changes += [
+                Change("upsert", lock_row(replace(lk, revoked=True), now_ms=at))
+                for lk in decision.revoke
+            ]
+            for lk in decision.revoke:
+                logger.warning("lock %s of group %s revoked by %s (priority %d > %d)",
+                               lk.lock_id, lk.group_id, request.group_id, request.priority,
+                               lk.priority)
+            return Decision(changes, LockResult(decision.granted, revoked=decision.revoke))
+
+        return transact(
+            self.store, request.datasource, decide, operation="lock", condition=condition,
+            policy=self.retry,
+        )
+
+    def lock(self, request: LockRequest, *, timeout_s: float = 30.0, poll_s: float = 0.5) -> TaskLock:
+        """Like :meth:`try_lock`, but wait up to ``timeout_s`` for conflicting holders to
+        release (or their leases to run out); raise :class:`LockRefused` after that."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            result = self.try_lock(request)
+            if result.lock is not None:
+                return result.lock
+            if time.monotonic() >= deadline:
+                raise LockRefused(
+                    f"lock on {request.datasource} {request.interval} for group "
+                    f"{request.group_id!r} refused after {timeout_s:.0f}s; held by "
+                    + ", ".join(f"{lk.group_id} ({lk.lock_type.value}, priority "
+                                f"{lk.priority}, until {lk.expires_millis})"
+                                for lk in result.conflicting),
+                    conflicting=result.conflicting,
+                )
+            time.sleep(poll_s)
+
+    def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
+        """Extend the leases of the group's live locks; return them (empty: all lost)."""
+
+        def decide(state: PartitionState) -> Decision[list[TaskLock]]:
+            at = now_ms()
+            mine = [lk for lk in live_locks(state, at) if lk.group_id == group_id]
+            renewed = [replace(lk, expires_millis=at + self.lease_ms) for lk in mine]
+            return Decision([Change("upsert", lock_row(lk, now_ms=at)) for lk in renewed], renewed)
+
+        return transact(
+            self.store, datasource, decide, operation="heartbeat",
+            condition=(F.col("kind") == LOCK) & (F.col("group_id") == group_id), policy=self.retry,
+        )
+
+    def release(self, datasource: str, group_id: str, *, interval: Interval | None = None) -> int:
+        """Release the group's locks (those overlapping ``interval`` if given); return how
+        many were released."""
+        condition = (F.col("kind") == LOCK) & (F.col("group_id") == group_id)
+        if interval is not None:
+            condition = condition & overlapping(interval)
+
+        def decide(state: PartitionState) -> Decision[int]:
+            rows = state.of(LOCK)
+            return Decision([Change("delete", r) for r in rows], len(rows))
+
+        return transact(
+            self.store, datasource, decide, operation="unlock", condition=condition,
+            policy=self.retry,
+        )
+
+    def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
+        """The datasource's locks (live ones only unless ``include_expired``)."""
+        rows = self.store.rows((F.col("datasource") == datasource) & (F.col("kind") == LOCK))
+        at = now_ms()
+        found = sorted(map(lock_from_row, rows), key=lambda lk: (lk.interval, lk.lock_id))
+        return found if include_expired else [lk for lk in found if lk.is_live(at)]
+

@@ -1,0 +1,103 @@
+"""The one way segmentlake gets a SparkSession.
+
+Where Spark is already running (Databricks, ``spark-submit``, a notebook that made its own
+session), that session is returned untouched: the platform owns its configuration. Otherwise a
+local session is built from ``conf/spark-defaults.conf`` (the repository's ``spark_conf/``), with
+Delta's jars from segmentlake's cache and the multi-process-safe LogStore for ``file:`` paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from segmentlake.spark.jars import delta_jars
+from segmentlake.spark.logstore import LOGSTORE_CLASS, LOGSTORE_CONF, logstore_jar
+
+__all__ = ["CONF_DIR", "MASTER_ENV", "prepare", "read_spark_defaults", "spark_session"]
+
+logger = logging.getLogger(__name__)
+
+CONF_DIR = Path(__file__).parent / "conf"
+MASTER_ENV = "SEGMENTLAKE_SPARK_MASTER"
+# Java-properties syntax as Spark reads it: the key ends at the first '=', ':' or whitespace.
+_CONF_LINE = re.compile(r"^(?P<key>[^\s=:]+)\s*[=:\s]\s*(?P<value>.*)$")
+# Options that hold lists: a caller's value is added to ours instead of replacing it.
+_JARS = "spark.jars"
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def spark_session(
+    *,
+    app_name: str = "segmentlake",
+    master: str | None = None,
+    extra_conf: Mapping[str, str] | None = None,
+    quiet_progress: bool = False,
+) -> SparkSession:
+    """Return the running SparkSession, or start a local one with Delta and segmentlake set up.
+
+    A local session uses ``master`` (default ``$SEGMENTLAKE_SPARK_MASTER``, else ``local[*]``),
+    the defaults in ``spark_conf/spark-defaults.conf`` and then ``extra_conf``; values of
+    ``spark.jars`` and ``spark.driver.extraJavaOptions`` in ``extra_conf`` are appended to
+    segmentlake's own. ``quiet_progress`` hides Spark's console progress bar. The first call on
+    a machine resolves Delta's jars and compiles the LogStore (``make setup`` does it ahead).
+    """
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        return existing
+    conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress)
+    builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[*]")
+    builder = builder.appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    # getOrCreate also adopts a default session that is not active in this thread.
+    return builder.getOrCreate()
+
+
+def prepare() -> list[Path]:
+    """Resolve Delta's jars and build the LogStore jar now; return every jar a session uses."""
+    jars = delta_jars()
+    return [*jars, logstore_jar(jars)]
+
+
+def read_spark_defaults(path: Path = CONF_DIR / "spark-defaults.conf") -> dict[str, str]:
+    """Parse a ``spark-defaults.conf`` file into a dict (comments and blank lines skipped)."""
+    conf: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _CONF_LINE.match(line)
+        if match is None:
+            raise ValueError(f"{path}:{number}: expected 'key value', got {raw!r}")
+        conf[match["key"]] = match["value"].strip()
+    return conf
+
+
+def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[str, str]:
+    conf = read_spark_defaults()
+    conf[_JARS] = ",".join(str(jar) for jar in prepare())
+    conf[LOGSTORE_CONF] = LOGSTORE_CLASS
+    log4j = CONF_DIR / "log4j2.properties"
+    conf[_JAVA_OPTIONS] = f"{conf.get(_JAVA_OPTIONS, '')} -Dlog4j2.configurationFile={log4j.as_uri()}"
+    # Python workers must import what the driver imports: run them with this very interpreter,
+    # not whatever "python3" is first on PATH.
+    if "PYSPARK_PYTHON" not in os.environ:
+        conf["spark.pyspark.python"] = sys.executable
+    if quiet_progress:
+        conf["spark.ui.showConsoleProgress"] = "false"
+    for key, value in extra_conf.items():
+        if key == _JARS:
+            conf[key] = f"{conf[key]},{value}"
+        elif key == _JAVA_OPTIONS:
+            conf[key] = f"{conf[key]} {value}"
+        else:
+            conf[key] = value
+    logger.debug("starting a local Spark session with %s", conf)
+    return {key: value.strip() for key, value in conf.items()}

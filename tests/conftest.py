@@ -1,0 +1,37 @@
+"""Fixtures shared by the whole suite: one Spark session for every Spark test, fresh warehouses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One small local session for the whole run: starting Spark costs seconds, tests don't."""
+    from segmentlake.spark import spark_session
+
+    session = spark_session(
+        app_name="segmentlake-tests",
+        master="local[2]",
+        quiet_progress=True,
+        extra_conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "2g",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> str:
+    """A fresh, empty warehouse directory for one test, as the path string Spark expects."""
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return str(path)
