@@ -19,7 +19,7 @@ from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.metadata.allocation import AllocateRequest, allocate
-from segmentlake.metadata.lockbox import LockResult, Lockbox, now_ms, overlapping
+from segmentlake.metadata.lockbox import Lockbox, LockResult, now_ms, overlapping
 from segmentlake.metadata.publish import PublishResult, publish
 from segmentlake.metadata.records import SEGMENT, PendingSegment, Row, segment_from_row
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState
@@ -71,9 +71,7 @@ class Lake:
     ) -> list[DataSegment]:
         """Every used segment of ``datasource`` (overlapping ``interval`` if given), visible or
         not, ordered by interval, version and partition number."""
-        condition = (
-            (F.col("datasource") == datasource) & (F.col("kind") == SEGMENT) & F.col("used")
-        )
+        condition = (F.col("datasource") == datasource) & (F.col("kind") == SEGMENT) & F.col("used")
         if interval is not None:
             condition = condition & overlapping(_interval(interval))
         segments = [segment_from_row(r) for r in self._arrow_rows(condition)]
@@ -109,8 +107,12 @@ class Lake:
 
             condition = (F.col("kind") == SEGMENT) & F.col("id").isin(sorted(ids))
             changed += transact(
-                self.metadata, datasource, decide, operation="mark_used" if used else
-                "mark_unused", condition=condition, policy=self.lockbox.retry,
+                self.metadata,
+                datasource,
+                decide,
+                operation="mark_used" if used else "mark_unused",
+                condition=condition,
+                policy=self.lockbox.retry,
             )
         return changed
 
@@ -136,8 +138,15 @@ class Lake:
     ) -> LockRequest:
         """Build (and validate) a lock request; ``task_id`` defaults to ``group_id``."""
         return LockRequest(
-            group_id, task_id or group_id, datasource, _interval(interval), LockType(lock_type),
-            LockGranularity(granularity), priority, version, partition_num,
+            group_id,
+            task_id or group_id,
+            datasource,
+            _interval(interval),
+            LockType(lock_type),
+            LockGranularity(granularity),
+            priority,
+            version,
+            partition_num,
         )
 
     def try_lock(self, datasource: str, interval: Interval | str, **options: Any) -> LockResult:
@@ -149,7 +158,11 @@ class Lake:
         return self.lockbox.try_lock(self.lock_request(datasource, interval, **options))
 
     def lock(
-        self, datasource: str, interval: Interval | str, *, timeout_s: float = 30.0,
+        self,
+        datasource: str,
+        interval: Interval | str,
+        *,
+        timeout_s: float = 30.0,
         **options: Any,
     ) -> TaskLock:
         """Lock, waiting up to ``timeout_s`` for conflicting holders (or their leases) to go;
@@ -185,8 +198,13 @@ class Lake:
     ) -> list[PendingSegment]:
         """Allocate segment ids with their segment locks in one commit (see allocation)."""
         return allocate(
-            self.lockbox, datasource, requests, group_id=group_id, task_id=task_id or group_id,
-            priority=priority, overwrite_version=overwrite_version,
+            self.lockbox,
+            datasource,
+            requests,
+            group_id=group_id,
+            task_id=task_id or group_id,
+            priority=priority,
+            overwrite_version=overwrite_version,
         )
 
     def publish(
@@ -215,4 +233,3 @@ class Lake:
 
 def _interval(value: Interval | str) -> Interval:
     return value if isinstance(value, Interval) else Interval.parse(value)
-

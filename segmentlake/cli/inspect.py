@@ -24,8 +24,14 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 def print_segments(lake: Lake, datasource: str, interval: str | None) -> None:
     segments = lake.used_segments(datasource, interval)
     rows = [
-        (s.interval, s.version, s.shard_spec.partition_num, s.shard_spec.type_name,
-         s.num_rows, s.size)
+        (
+            s.interval,
+            s.version,
+            s.shard_spec.partition_num,
+            s.shard_spec.type_name,
+            s.num_rows,
+            s.size,
+        )
         for s in segments
     ]
     print(format_table(("interval", "version", "partition", "shard", "rows", "bytes"), rows))
@@ -35,13 +41,28 @@ def print_segments(lake: Lake, datasource: str, interval: str | None) -> None:
 def print_locks(lake: Lake, datasource: str) -> None:
     locks = lake.locks(datasource)
     rows = [
-        (lk.group_id, lk.lock_type.value, lk.granularity.value, lk.interval, lk.version,
-         "" if lk.partition_num is None else lk.partition_num, lk.priority,
-         format_timestamp(lk.expires_millis))
+        (
+            lk.group_id,
+            lk.lock_type.value,
+            lk.granularity.value,
+            lk.interval,
+            lk.version,
+            "" if lk.partition_num is None else lk.partition_num,
+            lk.priority,
+            format_timestamp(lk.expires_millis),
+        )
         for lk in locks
     ]
-    header = ("group", "type", "granularity", "interval", "version", "partition", "priority",
-              "expires")
+    header = (
+        "group",
+        "type",
+        "granularity",
+        "interval",
+        "version",
+        "partition",
+        "priority",
+        "expires",
+    )
     print(format_table(header, rows))
     print(f"{len(locks)} live lock(s) on {datasource}")
 
@@ -50,8 +71,13 @@ def print_timeline(lake: Lake, datasource: str, interval: str | None) -> None:
     query = Interval.parse(interval) if interval else ETERNITY
     holders = lake.timeline(datasource).lookup(query)
     rows = [
-        (h.interval, h.version, len(h.segments), sum(s.num_rows for s in h.segments),
-         ",".join(str(s.shard_spec.partition_num) for s in h.segments))
+        (
+            h.interval,
+            h.version,
+            len(h.segments),
+            sum(s.num_rows for s in h.segments),
+            ",".join(str(s.shard_spec.partition_num) for s in h.segments),
+        )
         for h in holders
     ]
     print(format_table(("visible interval", "version", "segments", "rows", "partitions"), rows))

@@ -20,7 +20,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="segmentlake", description="Druid's segment model on Delta Lake and Spark."
     )
     parser.add_argument(
-        "--warehouse", default=DEFAULT_WAREHOUSE,
+        "--warehouse",
+        default=DEFAULT_WAREHOUSE,
         help="warehouse path (default: $SEGMENTLAKE_WAREHOUSE or ./warehouse)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

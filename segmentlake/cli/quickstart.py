@@ -43,8 +43,9 @@ def sample_edits(lake: Lake, day: datetime, rows: int, *, seed: int) -> DataFram
         F.timestamp_millis(F.lit(day_ms) + (h % 86_400_000)).alias("__time"),
         F.element_at(F.array(*map(F.lit, _CHANNELS)), (h % 5 + 1).cast("int")).alias("channel"),
         F.concat(F.lit("Page_"), (h % 997).cast("string")).alias("page"),
-        F.concat(F.lit("user"), (F.abs(F.hash("id", F.lit(seed + 1))) % 311).cast("string"))
-        .alias("user"),
+        F.concat(F.lit("user"), (F.abs(F.hash("id", F.lit(seed + 1))) % 311).cast("string")).alias(
+            "user"
+        ),
         F.element_at(F.array(*map(F.lit, _COUNTRIES)), (h % 8 + 1).cast("int")).alias("country"),
         (h % 500).alias("added"),
         (F.abs(F.hash("id", F.lit(seed + 2))) % 50).alias("deleted"),
@@ -61,9 +62,13 @@ def _write_segments(
     counts = {r["__segment"]: r["count"] for r in rows.groupBy("__segment").count().collect()}
     return [
         DataSegment(
-            DATASOURCE, sid.interval, sid.version, spec,
+            DATASOURCE,
+            sid.interval,
+            sid.version,
+            spec,
             load_spec={"type": "delta", "path": path, "segment": key},
-            dimensions=("channel", "page", "user", "country"), metrics=("added", "deleted"),
+            dimensions=("channel", "page", "user", "country"),
+            metrics=("added", "deleted"),
             num_rows=counts.get(key, 0),
         )
         for key, (sid, spec) in ids.items()
@@ -71,7 +76,9 @@ def _write_segments(
 
 
 def _tag_by_day(df: DataFrame, day_ids: dict[datetime, str]) -> DataFrame:
-    mapping = F.create_map(*[x for d, key in day_ids.items() for x in (F.lit(d.date()), F.lit(key))])
+    mapping = F.create_map(
+        *[x for d, key in day_ids.items() for x in (F.lit(d.date()), F.lit(key))]
+    )
     return df.withColumn("__segment", mapping[F.to_date("__time")])
 
 
@@ -96,11 +103,15 @@ def batch(lake: Lake, days: int, rows_per_day: int) -> None:
 
 def append_late(lake: Lake, late_days: list[datetime], rows: int) -> None:
     group = f"quickstart-append-{uuid.uuid4().hex[:8]}"
-    requests = [AllocateRequest(Granularity.DAY.bucket(d), f"{group}-{d.date()}") for d in late_days]
+    requests = [
+        AllocateRequest(Granularity.DAY.bucket(d), f"{group}-{d.date()}") for d in late_days
+    ]
     allocated = lake.allocate(DATASOURCE, requests, group_id=group)
     ids = {
-        str(p.segment_id): (p.segment_id, NumberedShardSpec(p.segment_id.partition_num,
-                                                            p.num_core_partitions))
+        str(p.segment_id): (
+            p.segment_id,
+            NumberedShardSpec(p.segment_id.partition_num, p.num_core_partitions),
+        )
         for p in allocated
     }
     day_ids = {d: str(p.segment_id) for d, p in zip(late_days, allocated, strict=True)}
@@ -110,9 +121,12 @@ def append_late(lake: Lake, late_days: list[datetime], rows: int) -> None:
         data = data.unionByName(frame)
     segments = _write_segments(lake, _tag_by_day(data, day_ids), ids)
     lake.publish(DATASOURCE, segments, group_id=group)
-    print(f"append: {len(segments)} late segment(s) into existing chunks: "
-          + ", ".join(f"{s.interval.start.date()} partition {s.shard_spec.partition_num}"
-                      for s in segments))
+    print(
+        f"append: {len(segments)} late segment(s) into existing chunks: "
+        + ", ".join(
+            f"{s.interval.start.date()} partition {s.shard_spec.partition_num}" for s in segments
+        )
+    )
 
 
 def overwrite_day(lake: Lake, day: datetime, rows: int) -> None:
@@ -132,7 +146,10 @@ def visible_rows_per_day(lake: Lake) -> list[tuple[str, int]]:
     table = lake.spark.read.format("delta").load(f"{lake.warehouse}/{DATASOURCE}")
     counted = (
         table.where(F.col("__segment").isin(visible))
-        .groupBy(F.to_date("__time").alias("day")).count().orderBy("day").collect()
+        .groupBy(F.to_date("__time").alias("day"))
+        .count()
+        .orderBy("day")
+        .collect()
     )
     return [(str(r["day"]), r["count"]) for r in counted]
 
@@ -143,7 +160,9 @@ def run(lake: Lake, *, days: int, rows_per_day: int) -> int:
         print(f"{DATASOURCE} already exists in {lake.warehouse}: showing it as it is")
     else:
         batch(lake, days, rows_per_day)
-        append_late(lake, [START + timedelta(days=1), START + timedelta(days=3)], rows_per_day // 10)
+        append_late(
+            lake, [START + timedelta(days=1), START + timedelta(days=3)], rows_per_day // 10
+        )
         overwrite_day(lake, START + timedelta(days=2), rows_per_day // 2)
     from segmentlake.cli.inspect import print_timeline
 

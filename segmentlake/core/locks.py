@@ -215,7 +215,10 @@ def next_version(existing_versions: Iterable[str], now_millis: int) -> str:
     if candidate > highest:
         return candidate
     try:
-        return format_timestamp(to_millis(parse_timestamp(highest)) + 1)
-    except SpecError:
-        # Not a timestamp: any suffix sorts after its prefix.
-        return highest + "0"
+        bumped = format_timestamp(to_millis(parse_timestamp(highest)) + 1)
+    except (SpecError, OverflowError):
+        bumped = ""
+    # Versions compare as strings: a timestamp that is not in Druid's form ("20990101",
+    # "...+05:00", ".5Z") can re-format to a smaller string, and the last instant overflows.
+    # Any suffix sorts after its prefix.
+    return bumped if bumped > highest else highest + "0"

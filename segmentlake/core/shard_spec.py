@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from segmentlake.errors import SpecError
 
@@ -48,12 +48,27 @@ class ShardSpec:
     __slots__ = ()
     type_name: ClassVar[str]
 
-    partition_num: int
-    num_core_partitions: int
-    start_root_partition_id: int
-    end_root_partition_id: int
-    minor_version: int
-    atomic_update_group_size: int
+    if TYPE_CHECKING:
+        # Declared for type checkers only: at run time the subclasses' fields or properties
+        # provide them (a base attribute would become every dataclass field's default).
+
+        @property
+        def partition_num(self) -> int: ...
+
+        @property
+        def num_core_partitions(self) -> int: ...
+
+        @property
+        def start_root_partition_id(self) -> int: ...
+
+        @property
+        def end_root_partition_id(self) -> int: ...
+
+        @property
+        def minor_version(self) -> int: ...
+
+        @property
+        def atomic_update_group_size(self) -> int: ...
 
     @property
     def is_tombstone(self) -> bool:
@@ -77,19 +92,19 @@ class _FirstGeneration(ShardSpec):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
+    @property
     def start_root_partition_id(self) -> int:
         return self.partition_num
 
-    @property  # type: ignore[override]
+    @property
     def end_root_partition_id(self) -> int:
         return self.partition_num + 1
 
-    @property  # type: ignore[override]
+    @property
     def minor_version(self) -> int:
         return 0
 
-    @property  # type: ignore[override]
+    @property
     def atomic_update_group_size(self) -> int:
         return 1
 
@@ -178,7 +193,7 @@ class NumberedOverwriteShardSpec(ShardSpec):
                 f"atomic_update_group_size must be >= 1, got {self.atomic_update_group_size}"
             )
 
-    @property  # type: ignore[override]
+    @property
     def num_core_partitions(self) -> int:
         return 0
 

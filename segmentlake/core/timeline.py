@@ -47,7 +47,7 @@ class TimelineObjectHolder:
 class _Chunk:
     """All segments of one (interval, version); its visible set is cached until it changes."""
 
-    __slots__ = ("end", "segments", "start", "version", "_complete", "_data", "_visible", "_whole")
+    __slots__ = ("_complete", "_data", "_visible", "_whole", "end", "segments", "start", "version")
 
     def __init__(self, start: int, end: int, version: str) -> None:
         self.start = start
@@ -81,11 +81,10 @@ class _Chunk:
             self._refresh()
         if self._whole is None:
             members: dict[_RootKey, int] = {}
-            for seg in self.segments.values():
-                members[_root_key(seg)] = members.get(_root_key(seg), 0) + 1
             sizes: dict[_RootKey, int] = {}
-            for seg in self.segments.values():
+            for seg in self.segments.values():  # AUG completeness as in _visible_groups
                 key = _root_key(seg)
+                members[key] = members.get(key, 0) + 1
                 sizes[key] = max(sizes.get(key, 0), seg.shard_spec.atomic_update_group_size)
             assert self._visible is not None
             self._whole = tuple(
@@ -105,9 +104,7 @@ class _Chunk:
     def _refresh(self) -> None:
         visible_keys, cover = _visible_groups(self.segments.values())
         visible = tuple(
-            seg
-            for _, seg in sorted(self.segments.items())
-            if _root_key(seg) in visible_keys
+            seg for _, seg in sorted(self.segments.items()) if _root_key(seg) in visible_keys
         )
         core = max((s.shard_spec.num_core_partitions for s in self.segments.values()), default=0)
         self._visible = visible
@@ -145,9 +142,7 @@ def _visible_groups(segments: Iterable[DataSegment]) -> tuple[set[_RootKey], lis
     if not fallbacks:
         return set(visible_complete), cover
     shadowed_by_fallback = _Overshadowing(fallbacks)
-    visible = {
-        k for k in visible_complete + fallbacks if not shadowed_by_fallback.overshadows(k)
-    }
+    visible = {k for k in visible_complete + fallbacks if not shadowed_by_fallback.overshadows(k)}
     return visible, _merge_ranges(list(visible))
 
 
@@ -370,14 +365,25 @@ class VersionedIntervalTimeline:
             overlapping = pieces[lo:hi]
             versions = self._chunks[key]
             for version in sorted(versions):
-                for _, seg in sorted(versions[version].segments.items()):
+                chunk = versions[version]
+                segments = [seg for _, seg in sorted(chunk.segments.items())]
+                if any(piece[2] is chunk for piece in overlapping):
+                    # The chunk serves part of its interval, so a segment of it is overshadowed
+                    # only if a visible segment of a complete AUG of the chunk overshadows it,
+                    # which needs a minor version above 0: filter once per segment, not once
+                    # per (segment, piece, visible segment).
+                    if not any(v.shard_spec.minor_version for v in chunk.visible()):
+                        continue
+                    shadow = _Overshadowing(
+                        _root_key(v) for v in chunk.whole() if v.shard_spec.minor_version
+                    )
+                    segments = [seg for seg in segments if shadow.overshadows(_root_key(seg))]
+                for seg in segments:
                     if self._overshadowed_in(seg, overlapping):
                         found.append(seg)
         return found
 
-    def _overshadowed_in(
-        self, segment: DataSegment, pieces: list[tuple[int, int, _Chunk]]
-    ) -> bool:
+    def _overshadowed_in(self, segment: DataSegment, pieces: list[tuple[int, int, _Chunk]]) -> bool:
         start, end = segment.interval.key
         covered_to = start
         for p_start, p_end, chunk in pieces:
@@ -387,11 +393,11 @@ class VersionedIntervalTimeline:
                 return False  # a gap: part of the segment is served by nothing newer
             if chunk.version < segment.version:
                 return False
-            if chunk.version == segment.version:
-                if (chunk.start, chunk.end) != (start, end) or not any(
-                    v.shard_spec.overshadows(segment.shard_spec) for v in chunk.whole()
-                ):
-                    return False
+            if chunk.version == segment.version and (
+                (chunk.start, chunk.end) != (start, end)
+                or not any(v.shard_spec.overshadows(segment.shard_spec) for v in chunk.whole())
+            ):
+                return False
             covered_to = max(covered_to, p_end)
         return covered_to >= end and start < end
 

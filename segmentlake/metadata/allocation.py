@@ -122,33 +122,53 @@ def allocate(
             _check_space(sid.partition_num, overwrite_version is not None)
             chunk.next_partition += 1
             lock_request = LockRequest(
-                group_id, task_id, datasource, chunk.interval, LockType.EXCLUSIVE,
-                LockGranularity.SEGMENT, priority, chunk.version, sid.partition_num,
+                group_id,
+                task_id,
+                datasource,
+                chunk.interval,
+                LockType.EXCLUSIVE,
+                LockGranularity.SEGMENT,
+                priority,
+                chunk.version,
+                sid.partition_num,
             )
             verdict = decide_lock(
-                lock_request, locks, existing_versions=(), now_millis=at,
+                lock_request,
+                locks,
+                existing_versions=(),
+                now_millis=at,
                 lease_millis=lockbox.lease_ms,
             )
             if verdict.granted is None:
                 raise LockRefused(
                     f"cannot allocate in {datasource} {chunk.interval}: held by "
-                    + ", ".join(f"{lk.group_id} ({lk.lock_type.value} {lk.granularity.value}, "
-                                f"priority {lk.priority})" for lk in verdict.conflicting),
+                    + ", ".join(
+                        f"{lk.group_id} ({lk.lock_type.value} {lk.granularity.value}, "
+                        f"priority {lk.priority})"
+                        for lk in verdict.conflicting
+                    ),
                     conflicting=verdict.conflicting,
                 )
             locks.append(verdict.granted)
-            entry = PendingSegment(sid, req.sequence_name, req.previous_id, group_id,
-                                   chunk.num_core_partitions)
+            entry = PendingSegment(
+                sid, req.sequence_name, req.previous_id, group_id, chunk.num_core_partitions
+            )
             pending[req.key] = entry
             results.append(entry)
             changes.append(Change("insert", pending_row(entry, now_ms=at)))
             changes.append(Change("upsert", lock_row(verdict.granted, now_ms=at)))
             for revoked in verdict.revoke:
-                changes.append(Change("upsert", lock_row(replace(revoked, revoked=True), now_ms=at)))
+                changes.append(
+                    Change("upsert", lock_row(replace(revoked, revoked=True), now_ms=at))
+                )
         return Decision(changes, results)
 
     return transact(
-        lockbox.store, datasource, decide, operation="allocate", condition=condition,
+        lockbox.store,
+        datasource,
+        decide,
+        operation="allocate",
+        condition=condition,
         policy=lockbox.retry,
     )
 
@@ -164,11 +184,14 @@ def _chunk_for(
 ) -> _Chunk:
     """The chunk a new segment of ``interval`` goes into, and its next free partition id."""
     rows = [
-        r for r in state.of(SEGMENT) + state.of(PENDING)
+        r
+        for r in state.of(SEGMENT) + state.of(PENDING)
         if r["start_ms"] < interval.end_millis and r["end_ms"] > interval.start_millis
     ]
     containing = [
-        r for r in rows if r["start_ms"] <= interval.start_millis and r["end_ms"] >= interval.end_millis
+        r
+        for r in rows
+        if r["start_ms"] <= interval.start_millis and r["end_ms"] >= interval.end_millis
     ]
     if overwrite_version is not None:
         version = overwrite_version
@@ -186,12 +209,14 @@ def _chunk_for(
     else:
         version = next_version((), at)
     in_chunk = [
-        r for r in rows
-        if (r["start_ms"], r["end_ms"]) == interval.key and r["version"] == version
+        r for r in rows if (r["start_ms"], r["end_ms"]) == interval.key and r["version"] == version
     ]
     low = NON_ROOT_GENERATION_PARTITION_ID_MIN if overwrite_version is not None else 0
-    high = NON_ROOT_GENERATION_PARTITION_ID_MAX if overwrite_version is not None else (
-        FIRST_GENERATION_PARTITION_ID_MAX)
+    high = (
+        NON_ROOT_GENERATION_PARTITION_ID_MAX
+        if overwrite_version is not None
+        else (FIRST_GENERATION_PARTITION_ID_MAX)
+    )
     taken = [r["partition_num"] for r in in_chunk if low <= r["partition_num"] <= high]
     return _Chunk(interval, version, max(taken, default=low - 1) + 1, _core_partitions(in_chunk))
 

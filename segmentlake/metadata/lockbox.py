@@ -55,9 +55,7 @@ def live_locks(state: PartitionState, at_ms: int) -> list[TaskLock]:
 def expired_lock_deletes(state: PartitionState, at_ms: int) -> list[Change]:
     """Deletes for locks past their lease or revoked (they are released by definition)."""
     return [
-        Change("delete", row)
-        for row in state.of(LOCK)
-        if not lock_from_row(row).is_live(at_ms)
+        Change("delete", row) for row in state.of(LOCK) if not lock_from_row(row).is_live(at_ms)
     ]
 
 
@@ -65,11 +63,11 @@ class Lockbox:
     """Task locks of one warehouse (Druid's TaskLockbox, persisted in the metadata table)."""
 
     def __init__(
-        self, store: MetadataStore, *, lease_ms: int = 60_000, retry: RetryPolicy = RetryPolicy()
+        self, store: MetadataStore, *, lease_ms: int = 60_000, retry: RetryPolicy | None = None
     ) -> None:
         self.store = store
         self.lease_ms = lease_ms
-        self.retry = retry
+        self.retry = retry or RetryPolicy()
 
     def try_lock(self, request: LockRequest) -> LockResult:
         """Grant ``request`` now (revoking strictly lower-priority conflicting locks) or refuse
@@ -85,7 +83,11 @@ class Lockbox:
             versions = [r["version"] for r in state.of(SEGMENT) + state.of(PENDING)]
             locks = [lock_from_row(r) for r in state.of(LOCK)]
             decision = decide_lock(
-                request, locks, existing_versions=versions, now_millis=at, lease_millis=self.lease_ms
+                request,
+                locks,
+                existing_versions=versions,
+                now_millis=at,
+                lease_millis=self.lease_ms,
             )
             if decision.granted is None:
                 return Decision((), LockResult(None, conflicting=decision.conflicting))
@@ -96,17 +98,28 @@ class Lockbox:
                 for lk in decision.revoke
             ]
             for lk in decision.revoke:
-                logger.warning("lock %s of group %s revoked by %s (priority %d > %d)",
-                               lk.lock_id, lk.group_id, request.group_id, request.priority,
-                               lk.priority)
+                logger.warning(
+                    "lock %s of group %s revoked by %s (priority %d > %d)",
+                    lk.lock_id,
+                    lk.group_id,
+                    request.group_id,
+                    request.priority,
+                    lk.priority,
+                )
             return Decision(changes, LockResult(decision.granted, revoked=decision.revoke))
 
         return transact(
-            self.store, request.datasource, decide, operation="lock", condition=condition,
+            self.store,
+            request.datasource,
+            decide,
+            operation="lock",
+            condition=condition,
             policy=self.retry,
         )
 
-    def lock(self, request: LockRequest, *, timeout_s: float = 30.0, poll_s: float = 0.5) -> TaskLock:
+    def lock(
+        self, request: LockRequest, *, timeout_s: float = 30.0, poll_s: float = 0.5
+    ) -> TaskLock:
         """Like :meth:`try_lock`, but wait up to ``timeout_s`` for conflicting holders to
         release (or their leases to run out); raise :class:`LockRefused` after that."""
         deadline = time.monotonic() + timeout_s
@@ -118,9 +131,11 @@ class Lockbox:
                 raise LockRefused(
                     f"lock on {request.datasource} {request.interval} for group "
                     f"{request.group_id!r} refused after {timeout_s:.0f}s; held by "
-                    + ", ".join(f"{lk.group_id} ({lk.lock_type.value}, priority "
-                                f"{lk.priority}, until {lk.expires_millis})"
-                                for lk in result.conflicting),
+                    + ", ".join(
+                        f"{lk.group_id} ({lk.lock_type.value}, priority "
+                        f"{lk.priority}, until {lk.expires_millis})"
+                        for lk in result.conflicting
+                    ),
                     conflicting=result.conflicting,
                 )
             time.sleep(poll_s)
@@ -135,8 +150,12 @@ class Lockbox:
             return Decision([Change("upsert", lock_row(lk, now_ms=at)) for lk in renewed], renewed)
 
         return transact(
-            self.store, datasource, decide, operation="heartbeat",
-            condition=(F.col("kind") == LOCK) & (F.col("group_id") == group_id), policy=self.retry,
+            self.store,
+            datasource,
+            decide,
+            operation="heartbeat",
+            condition=(F.col("kind") == LOCK) & (F.col("group_id") == group_id),
+            policy=self.retry,
         )
 
     def release(self, datasource: str, group_id: str, *, interval: Interval | None = None) -> int:
@@ -151,7 +170,11 @@ class Lockbox:
             return Decision([Change("delete", r) for r in rows], len(rows))
 
         return transact(
-            self.store, datasource, decide, operation="unlock", condition=condition,
+            self.store,
+            datasource,
+            decide,
+            operation="unlock",
+            condition=condition,
             policy=self.retry,
         )
 
@@ -161,4 +184,3 @@ class Lockbox:
         at = now_ms()
         found = sorted(map(lock_from_row, rows), key=lambda lk: (lk.interval, lk.lock_id))
         return found if include_expired else [lk for lk in found if lk.is_live(at)]
-

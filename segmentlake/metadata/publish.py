@@ -70,7 +70,11 @@ def publish(
         return Decision(changes, PublishResult(len(segments), released))
 
     return transact(
-        lockbox.store, datasource, decide, operation="publish", condition=condition,
+        lockbox.store,
+        datasource,
+        decide,
+        operation="publish",
+        condition=condition,
         policy=lockbox.retry,
     )
 

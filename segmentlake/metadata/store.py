@@ -47,7 +47,7 @@ _COMMIT_LOCK = threading.Lock()
 @dataclass(frozen=True, slots=True)
 class Change:
     """One row change of a commit: ``insert`` (only if absent), ``upsert`` or ``delete``, keyed
-    by (datasource, kind, id)."""
+    by (datasource, kind, id). When one commit changes a row twice, the later change wins."""
 
     op: str
     row: Row
@@ -105,7 +105,7 @@ class MetadataStore:
                 "'delta.autoOptimize.autoCompact' = 'true', "
                 "'delta.checkpointInterval' = '20')"
             )
-        except Exception as e:  # noqa: BLE001 - a racing process may have created it first
+        except Exception as e:
             from delta.tables import DeltaTable
 
             if not DeltaTable.isDeltaTable(self.spark, self.path):
@@ -158,20 +158,25 @@ class MetadataStore:
         guard_row.update(
             datasource=datasource, kind=GUARD, id=GUARD, seq=guard + 1, updated_ms=_now_ms()
         )
-        source = self._source_frame([*changes, Change("upsert", guard_row)])
+        # A MERGE may touch each target row once (else DELTA_MULTIPLE_SOURCE_ROW_MATCHING_...):
+        # e.g. a re-requested lock whose expired row is also deleted, or one lock revoked by
+        # several allocations of a batch. Keep the last change of each row.
+        latest: dict[tuple[Any, Any, Any], Change] = {}
+        for change in [*changes, Change("upsert", guard_row)]:
+            key = (change.row["datasource"], change.row["kind"], change.row["id"])
+            latest.pop(key, None)
+            latest[key] = change
+        source = self._source_frame(latest.values())
         ds = _sql_literal(datasource)
         target = DeltaTable.forPath(self.spark, self.path)
         merge = (
             target.alias("t")
             .merge(
                 source.alias("s"),
-                f"t.datasource = {ds} AND s.datasource = {ds} "
-                "AND t.kind = s.kind AND t.id = s.id",
+                f"t.datasource = {ds} AND s.datasource = {ds} AND t.kind = s.kind AND t.id = s.id",
             )
             .whenMatchedDelete(condition="s.op = 'delete'")
-            .whenMatchedUpdate(
-                condition="s.op = 'upsert'", set={c: f"s.{c}" for c in COLUMNS}
-            )
+            .whenMatchedUpdate(condition="s.op = 'upsert'", set={c: f"s.{c}" for c in COLUMNS})
             .whenNotMatchedInsert(
                 condition="s.op != 'delete'", values={c: f"s.{c}" for c in COLUMNS}
             )
@@ -191,7 +196,7 @@ class MetadataStore:
         return landed
 
     def _source_frame(self, changes: Iterable[Change]) -> DataFrame:
-        data = [tuple(ch.row.get(c) for c in COLUMNS) + (ch.op,) for ch in changes]
+        data = [(*(ch.row.get(c) for c in COLUMNS), ch.op) for ch in changes]
         schema = f"{SCHEMA_DDL.replace(' NOT NULL', '')}, op STRING"
         return self.spark.createDataFrame(data, schema=schema)
 

@@ -60,10 +60,11 @@ def transact(
     *,
     operation: str,
     condition: Any = None,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy | None = None,
 ) -> T:
     """Read ``datasource``'s state (rows matching ``condition``), ``decide``, commit; retry on
     a lost race. Raises :class:`CommitConflict` once the retries are spent."""
+    policy = policy or RetryPolicy()
     started = time.monotonic()
     commit_id = f"{operation}:{uuid.uuid4()}"
     for attempt in range(policy.max_attempts):
@@ -80,12 +81,16 @@ def transact(
                     return decision.result
             logger.warning(
                 "%s on %s lost a commit race (attempt %d): %s",
-                operation, datasource, attempt + 1, type(e).__name__,
+                operation,
+                datasource,
+                attempt + 1,
+                type(e).__name__,
             )
             landed = False
         if landed:
-            logger.debug("%s on %s committed after %d attempt(s)", operation, datasource,
-                         attempt + 1)
+            logger.debug(
+                "%s on %s committed after %d attempt(s)", operation, datasource, attempt + 1
+            )
             return decision.result
         if time.monotonic() - started > policy.timeout_s:
             break
@@ -104,13 +109,14 @@ def _landed_despite(
     CommitStateUnknown if that cannot be told."""
     try:
         landed = store.landed(commit_id)
-    except Exception as check_error:  # noqa: BLE001 - the check itself failed: state unknown
+    except Exception as check_error:
         raise CommitStateUnknown(
             f"{operation} on {datasource!r} failed ({error}) and whether it committed could "
             f"not be checked ({check_error}); commit id {commit_id}"
         ) from error
     if landed:
-        logger.warning("%s on %r raised %s but its commit %s landed", operation, datasource,
-                       error, commit_id)
+        logger.warning(
+            "%s on %r raised %s but its commit %s landed", operation, datasource, error, commit_id
+        )
         return True
     raise error

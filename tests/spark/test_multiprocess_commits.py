@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.spark, pytest.mark.multiprocess, pytest.mark.slow]
+# Three JVMs on a 2-core machine: about a minute alone, several when the machine is shared.
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.multiprocess,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+]
 
 WORKERS = 3
 APPENDS = 15
@@ -38,7 +44,12 @@ def test_concurrent_drivers_keep_every_commit(spark: SparkSession, warehouse: st
         )
         for w in range(WORKERS)
     ]  # fmt: skip
-    outputs = [p.communicate(timeout=540)[0] for p in procs]
+    try:
+        outputs = [p.communicate(timeout=1100)[0] for p in procs]
+    finally:
+        # A failed or timed-out test must not leave drivers committing behind it.
+        for proc in procs:
+            proc.kill()
     for proc, output in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, output[-4000:]
 
