@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -58,7 +60,7 @@ class Lake:
         if not warehouse:
             raise SpecError("warehouse must be a non-empty path")
         self.spark = spark
-        self.warehouse = warehouse.rstrip("/")
+        self.warehouse = _qualified(warehouse)
         self.metadata = MetadataStore(spark, self.warehouse)
         self.lockbox = Lockbox(
             self.metadata, lease_ms=int(lease_seconds * 1000), retry=retry or RetryPolicy()
@@ -229,6 +231,14 @@ class Lake:
 
     def __repr__(self) -> str:
         return f"Lake({self.warehouse!r})"
+
+
+def _qualified(warehouse: str) -> str:
+    """A URI stays as it is; a plain path becomes absolute (Delta reads ``delta.`path```
+    as a path only when it is absolute)."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", warehouse):
+        return warehouse.rstrip("/")
+    return os.path.abspath(warehouse)
 
 
 def _interval(value: Interval | str) -> Interval:

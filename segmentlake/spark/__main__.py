@@ -22,7 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     started = time.monotonic()
     jars = prepare()
-    logger.info("%d jars ready in %.1f s (%s)", len(jars), time.monotonic() - started, jars[-1].parent)
+    logger.info(
+        "%d jars ready in %.1f s (%s)", len(jars), time.monotonic() - started, jars[-1].parent
+    )
     return 0
 
 

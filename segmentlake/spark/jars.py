@@ -17,10 +17,10 @@ import os
 import re
 import shutil
 import subprocess
-from xml.sax.saxutils import escape
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark._cache import cache_root, file_lock
@@ -58,7 +58,9 @@ def delta_coordinate() -> DeltaCoordinate:
     import pyspark
 
     spark_line = ".".join(pyspark.__version__.split(".")[:2])
-    return DeltaCoordinate("io.delta", f"delta-spark_{spark_line}_2.13", metadata.version("delta-spark"))
+    return DeltaCoordinate(
+        "io.delta", f"delta-spark_{spark_line}_2.13", metadata.version("delta-spark")
+    )
 
 
 def spark_jars_dir() -> Path:
@@ -92,8 +94,12 @@ def _resolve(coordinate: DeltaCoordinate, target: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     ivy_jar = _ivy_jar()
-    logger.info("resolving %s:%s:%s from Maven Central (once per machine)",
-                coordinate.organisation, coordinate.artifact, coordinate.revision)
+    logger.info(
+        "resolving %s:%s:%s from Maven Central (once per machine)",
+        coordinate.organisation,
+        coordinate.artifact,
+        coordinate.revision,
+    )
     command = [
         jdk_tool("java"),
         *_repo_override(),
@@ -117,7 +123,11 @@ def _resolve(coordinate: DeltaCoordinate, target: Path) -> None:
     logger.debug("ivy output:\n%s", completed.stdout)
     (staging / "ivy.xml").unlink()
     jars = list(staging.glob("*.jar"))
-    if completed.returncode != 0 or not any(j.name.startswith("io.delta_delta-spark") for j in jars):
+    # Ivy can exit 0 with unresolved modules; the Delta jar itself is what must be there.
+    got_delta = any(
+        j.name.startswith(f"{coordinate.organisation}_{coordinate.artifact}") for j in jars
+    )
+    if completed.returncode != 0 or not got_delta:
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join((completed.stdout + completed.stderr).splitlines()[-25:])
         raise EnvironmentSetupError(

@@ -15,8 +15,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
+from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark.jars import delta_jars
 from segmentlake.spark.logstore import LOGSTORE_CLASS, LOGSTORE_CONF, logstore_jar
 
@@ -48,15 +50,17 @@ def spark_session(
     segmentlake's own. ``quiet_progress`` hides Spark's console progress bar. The first call on
     a machine resolves Delta's jars and compiles the LogStore (``make setup`` does it ahead).
     """
-    existing = SparkSession.getActiveSession()
-    if existing is not None:
-        return existing
+    try:
+        # The thread's active session, else the process's default one (a session made in
+        # another thread): either way the caller's platform owns it, so no conf is applied.
+        return SparkSession.active()
+    except PySparkRuntimeError:
+        pass
     conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress)
     builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[*]")
     builder = builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    # getOrCreate also adopts a default session that is not active in this thread.
     return builder.getOrCreate()
 
 
@@ -75,7 +79,7 @@ def read_spark_defaults(path: Path = CONF_DIR / "spark-defaults.conf") -> dict[s
             continue
         match = _CONF_LINE.match(line)
         if match is None:
-            raise ValueError(f"{path}:{number}: expected 'key value', got {raw!r}")
+            raise EnvironmentSetupError(f"{path}:{number}: expected 'key value', got {raw!r}")
         conf[match["key"]] = match["value"].strip()
     return conf
 
@@ -85,7 +89,9 @@ def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[
     conf[_JARS] = ",".join(str(jar) for jar in prepare())
     conf[LOGSTORE_CONF] = LOGSTORE_CLASS
     log4j = CONF_DIR / "log4j2.properties"
-    conf[_JAVA_OPTIONS] = f"{conf.get(_JAVA_OPTIONS, '')} -Dlog4j2.configurationFile={log4j.as_uri()}"
+    conf[_JAVA_OPTIONS] = (
+        f"{conf.get(_JAVA_OPTIONS, '')} -Dlog4j2.configurationFile={log4j.as_uri()}"
+    )
     # Python workers must import what the driver imports: run them with this very interpreter,
     # not whatever "python3" is first on PATH.
     if "PYSPARK_PYTHON" not in os.environ:

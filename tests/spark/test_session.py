@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,16 @@ def test_returns_the_running_session_untouched(spark: SparkSession) -> None:
 
     assert again is spark
     assert dict(again.sparkContext.getConf().getAll()) == before
+
+
+def test_returns_the_default_session_from_another_thread(spark: SparkSession) -> None:
+    found: list[SparkSession] = []
+    thread = threading.Thread(target=lambda: found.append(spark_session(master="local[1]")))
+    thread.start()
+    thread.join(timeout=60)
+
+    assert found == [spark]
+    assert found[0] is spark
 
 
 def test_defaults_from_spark_conf_are_applied(spark: SparkSession) -> None:
@@ -78,7 +89,7 @@ def test_logstore_refuses_a_taken_version(spark: SparkSession, tmp_path: Path) -
     version = log / "00000000000000000007.json"
     _write(spark, str(version), '{"first":1}', overwrite=False)
 
-    with pytest.raises(Py4JJavaError, match="java.nio.file.FileAlreadyExistsException"):
+    with pytest.raises(Py4JJavaError, match=r"java\.nio\.file\.FileAlreadyExistsException"):
         _write(spark, str(version), '{"second":2}', overwrite=False)
 
     assert version.read_text() == '{"first":1}\n'
@@ -99,5 +110,5 @@ def test_logstore_overwrite_replaces_atomically(spark: SparkSession, tmp_path: P
 def test_logstore_reports_a_missing_log_dir(spark: SparkSession, tmp_path: Path) -> None:
     missing = tmp_path / "gone" / "_delta_log" / "00000000000000000000.json"
 
-    with pytest.raises(Py4JJavaError, match="java.io.FileNotFoundException"):
+    with pytest.raises(Py4JJavaError, match=r"java\.io\.FileNotFoundException"):
         _write(spark, str(missing), "{}", overwrite=False)
