@@ -96,10 +96,15 @@ def allocate(
     lo = min(r.interval.start_millis for r in requests)
     hi = max(r.interval.end_millis for r in requests)
     span = Interval.of_millis(lo, hi)
-    condition = (F.col("kind") == LOCK) | (
-        F.col("kind").isin(SEGMENT, PENDING)
-        & overlapping(span)
-        & (F.col("used").isNull() | F.col("used"))
+    condition = (
+        (F.col("kind") == LOCK)
+        | (
+            F.col("kind").isin(SEGMENT, PENDING)
+            & overlapping(span)
+            & (F.col("used").isNull() | F.col("used"))
+        )
+        # Earlier allocations of these keys wherever they are: a key names one allocation.
+        | ((F.col("kind") == PENDING) & F.col("id").isin(sorted({r.key for r in requests})))
     )
 
     def decide(state: PartitionState) -> Decision[list[PendingSegment]]:
@@ -112,6 +117,14 @@ def allocate(
         for req in requests:
             known = pending.get(req.key)
             if known is not None:
+                if not known.segment_id.interval.contains(req.interval):
+                    # As Druid: a (sequence, previous id) pair allocates in one interval only;
+                    # handing back the id of another interval would misplace the rows.
+                    raise SpecError(
+                        f"sequence {req.sequence_name!r} after {req.previous_id or 'its start'}"
+                        f" already allocated {known.segment_id}, not in {req.interval}; a "
+                        "sequence's next request must name its previous id"
+                    )
                 results.append(known)
                 continue
             chunk = chunks.get(req.interval.key) or _chunk_for(

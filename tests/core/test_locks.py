@@ -78,7 +78,12 @@ def held(
     if granularity is SEG and partition is None:
         partition = 0
     req = request(
-        group, interval, lock_type, granularity, priority=priority, version=version,
+        group,
+        interval,
+        lock_type,
+        granularity,
+        priority=priority,
+        version=version,
         partition=partition,
     )
     return TaskLock(
@@ -139,9 +144,13 @@ def test_disjoint_or_same_group_never_conflict(
     req_type: LockType,
 ) -> None:
     # Abutting intervals share no instant.
-    assert not lock_conflicts(held("g0", DAY, held_type, held_gran), request("g1", NEXT_DAY, req_type, req_gran))
+    assert not lock_conflicts(
+        held("g0", DAY, held_type, held_gran), request("g1", NEXT_DAY, req_type, req_gran)
+    )
     # Tasks of one group share their locks, whatever the types.
-    assert not lock_conflicts(held("g1", DAY, held_type, held_gran), request("g1", DAY, req_type, req_gran))
+    assert not lock_conflicts(
+        held("g1", DAY, held_type, held_gran), request("g1", DAY, req_type, req_gran)
+    )
 
 
 @pytest.mark.parametrize(
@@ -444,7 +453,9 @@ def test_decide_lock_follows_the_lockbox_rules(
     assert granted.is_live(NOW)
     # Versions.
     group_versions = [
-        lk.version for lk in alive if lk.group_id == req.group_id and lk.interval.overlaps(req.interval)
+        lk.version
+        for lk in alive
+        if lk.group_id == req.group_id and lk.interval.overlaps(req.interval)
     ]
     if req.granularity is SEG:
         assert granted.version == req.version

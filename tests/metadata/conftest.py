@@ -25,11 +25,18 @@ def module_warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def lake(spark: SparkSession, module_warehouse: str) -> Lake:
-    """A lake with the default 60 s lease on the module's warehouse."""
-    return Lake(spark, module_warehouse)
+    """A lake on the module's warehouse. Its lease is long: on a loaded 2-core machine one test
+    (a handful of commits) can outlast the default minute."""
+    return Lake(spark, module_warehouse, lease_seconds=600)
 
 
 @pytest.fixture
 def ds(request: pytest.FixtureRequest) -> str:
     """A datasource name of this test only."""
     return "ds_" + re.sub(r"\W+", "_", request.node.name).strip("_")
+
+
+@pytest.fixture(scope="module")
+def short_lake(spark: SparkSession, module_warehouse: str, lake: Lake) -> Lake:
+    """The same warehouse with a 1 s lease, to watch leases run out."""
+    return Lake(spark, module_warehouse, lease_seconds=1)

@@ -41,14 +41,17 @@ def segment(
 def pending_segment(pending: PendingSegment) -> DataSegment:
     """The segment an ingestion task would publish for an allocated id."""
     sid = pending.segment_id
-    return segment(sid.datasource, sid.interval, sid.version, sid.partition_num,
-                   pending.num_core_partitions)
+    return segment(
+        sid.datasource, sid.interval, sid.version, sid.partition_num, pending.num_core_partitions
+    )
 
 
 def history(lake: Lake) -> list[Row]:
     """The metadata table's commits, oldest first."""
     table = DeltaTable.forPath(lake.spark, lake.metadata.path)
-    return table.history().select("version", "operation", "userMetadata").orderBy("version").collect()
+    return (
+        table.history().select("version", "operation", "userMetadata").orderBy("version").collect()
+    )
 
 
 def latest_version(lake: Lake) -> int:
