@@ -88,7 +88,7 @@ def latencies(lake: Lake, repeat: int) -> dict[str, dict[str, float]]:
 
 def publish_many(lake: Lake, count: int, datasource: str) -> float:
     """Publish ``count`` segments (one per hour of consecutive days) in ONE commit."""
-    days = max(1, count // 24)
+    days = max(1, -(-count // 24))
     span = Interval.of_millis(day(0).start_millis, day(days).start_millis)
     lk = lake.try_lock(datasource, span, group_id=f"bulk-{count}").lock
     assert lk is not None
@@ -180,6 +180,7 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         lake = Lake(spark, str(root / "wh"))
         report.update(latencies(lake, args.repeat))
+        print(_table(report), flush=True)
         report[f"publish({args.bulk})_s"] = publish_many(lake, args.bulk, "bench_bulk")
         publish_many(lake, args.segments, "bench_big")
         start = time.perf_counter()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -50,6 +51,11 @@ def sample_edits(lake: Lake, day: datetime, rows: int, *, seed: int) -> DataFram
         (h % 500).alias("added"),
         (F.abs(F.hash("id", F.lit(seed + 2))) % 50).alias("deleted"),
     )
+
+
+def _edits_of_days(lake: Lake, days: list[datetime], rows: int, *, seed: int) -> DataFrame:
+    """Sample edits of several days as one DataFrame (one Spark job writes them all)."""
+    return reduce(DataFrame.unionByName, [sample_edits(lake, d, rows, seed=seed) for d in days])
 
 
 def _write_segments(
@@ -92,10 +98,7 @@ def batch(lake: Lake, days: int, rows_per_day: int) -> None:
         sid = SegmentId(DATASOURCE, chunk, lock.version, 0)
         ids[str(sid)] = (sid, NumberedShardSpec(0, 1))
         day_ids[chunk.start] = str(sid)
-    frames = [sample_edits(lake, d, rows_per_day, seed=1) for d in day_ids]
-    rows = frames[0]
-    for frame in frames[1:]:
-        rows = rows.unionByName(frame)
+    rows = _edits_of_days(lake, list(day_ids), rows_per_day, seed=1)
     segments = _write_segments(lake, _tag_by_day(rows, day_ids), ids)
     lake.publish(DATASOURCE, segments, group_id=group)
     print(f"batch: {len(segments)} DAY segments, version {lock.version}")
@@ -115,10 +118,7 @@ def append_late(lake: Lake, late_days: list[datetime], rows: int) -> None:
         for p in allocated
     }
     day_ids = {d: str(p.segment_id) for d, p in zip(late_days, allocated, strict=True)}
-    frames = [sample_edits(lake, d, rows, seed=7) for d in late_days]
-    data = frames[0]
-    for frame in frames[1:]:
-        data = data.unionByName(frame)
+    data = _edits_of_days(lake, late_days, rows, seed=7)
     segments = _write_segments(lake, _tag_by_day(data, day_ids), ids)
     lake.publish(DATASOURCE, segments, group_id=group)
     print(
