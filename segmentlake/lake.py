@@ -21,10 +21,10 @@ from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.metadata.allocation import AllocateRequest, allocate
-from segmentlake.metadata.lockbox import Lockbox, LockResult, now_ms, overlapping
+from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
 from segmentlake.metadata.publish import PublishResult, publish
 from segmentlake.metadata.records import SEGMENT, PendingSegment, Row, segment_from_row
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.views import register_system_views
 

@@ -28,7 +28,7 @@ from segmentlake.core.shard_spec import (
     shard_spec_from_json,
 )
 from segmentlake.errors import LockRefused, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, now_ms, overlapping
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, overlapping
 from segmentlake.metadata.records import (
     LOCK,
     PENDING,
@@ -40,7 +40,7 @@ from segmentlake.metadata.records import (
     pending_from_row,
     pending_row,
 )
-from segmentlake.metadata.store import Change, PartitionState
+from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
 __all__ = ["AllocateRequest", "allocate"]

@@ -18,16 +18,12 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockRequest, TaskLock, decide_lock
 from segmentlake.errors import LockRefused
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, lock_from_row, lock_row
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
 __all__ = ["LockResult", "Lockbox", "now_ms"]
 
 logger = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import LockRefused, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, now_ms
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes
 from segmentlake.metadata.records import LOCK, PENDING, lock_from_row, segment_row
-from segmentlake.metadata.store import Change, PartitionState
+from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
 __all__ = ["PublishResult", "publish"]

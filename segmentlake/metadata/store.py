@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from segmentlake.errors import MetadataVersionError, SpecError
 from segmentlake.metadata.records import COLUMNS, GUARD, SCHEMA_DDL, Row
 
-__all__ = ["METADATA_VERSION", "Change", "MetadataStore", "PartitionState"]
+__all__ = ["METADATA_VERSION", "Change", "MetadataStore", "PartitionState", "now_ms"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class MetadataStore:
 
         guard_row: Row = dict.fromkeys(COLUMNS)
         guard_row.update(
-            datasource=datasource, kind=GUARD, id=GUARD, seq=guard + 1, updated_ms=_now_ms()
+            datasource=datasource, kind=GUARD, id=GUARD, seq=guard + 1, updated_ms=now_ms()
         )
         # A MERGE may touch each target row once (else DELTA_MULTIPLE_SOURCE_ROW_MATCHING_...):
         # e.g. a re-requested lock whose expired row is also deleted, or one lock revoked by
@@ -209,5 +209,6 @@ class MetadataStore:
         return history.where(F.col("userMetadata") == commit_id).limit(1).count() > 0
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds: the clock of leases, versions and row updates."""
     return int(time.time() * 1000)
