@@ -9,7 +9,10 @@ Reported, with the issue's targets:
 
 * p50/p99 latency of ``try_lock`` (exclusive time chunk), ``allocate`` (one append id + its
   segment lock), ``publish`` of 1 segment, and ``publish`` of 10,000 segments (one commit);
-* loading the timeline of a datasource with ``--segments`` (default 100,000) used segments;
+* loading the timeline of a datasource with ``--segments`` (default 100,000) used segments,
+  cold (a new ``Lake``) and warm;
+* the plain Delta way of one metadata change in the same run: read the partition, then a
+  one-row MERGE (the path the store used before it committed through Delta's transaction API);
 * committed transactions/s and retries with ``--processes`` (default 4) separate Spark drivers
   allocating into the same chunk for ``--seconds`` seconds; afterwards every allocated id is
   checked: no duplicate, no gap, none lost.
@@ -26,6 +29,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+import pyarrow.compute as pc
 
 from segmentlake import DataSegment, Interval, Lake, NumberedShardSpec
 from segmentlake.metadata.allocation import AllocateRequest
@@ -109,6 +114,33 @@ def publish_many(lake: Lake, count: int, datasource: str) -> float:
     return time.perf_counter() - start
 
 
+def plain_merge(spark, path: str, repeat: int) -> list[float]:  # type: ignore[no-untyped-def]
+    """The plain Delta way to make the same change: read the partition, then MERGE one row
+    (a lock upsert) into a table of the metadata's shape, partitioned the same way."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from segmentlake.metadata.records import COLUMNS, SCHEMA_DDL
+
+    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA_DDL}) USING delta PARTITIONED BY (datasource)")
+    table = DeltaTable.forPath(spark, path)
+    schema = SCHEMA_DDL.replace(" NOT NULL", "")
+
+    def once(i: int) -> None:
+        spark.read.format("delta").load(path).where(F.col("datasource") == "ds").collect()
+        row = dict.fromkeys(COLUMNS) | {"datasource": "ds", "kind": "lock", "id": f"l{i}"}
+        source = spark.createDataFrame([tuple(row[c] for c in COLUMNS)], schema=schema)
+        (
+            table.alias("t")
+            .merge(source.alias("s"), "t.datasource = 'ds' AND t.kind = s.kind AND t.id = s.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    return timed(once, repeat)[1:]
+
+
 def contender(warehouse: str, index: int, seconds: float, queue: mp.Queue) -> None:  # type: ignore[type-arg]
     retries = 0
 
@@ -146,7 +178,7 @@ def contention(warehouse: str, processes: int, seconds: float) -> dict[str, obje
         p.join()
     committed = sum(r["committed"] for r in results)
     spark = spark_session(master="local[2]", quiet_progress=True, extra_conf=CONF)
-    rows = Lake(spark, warehouse).metadata.rows(f"datasource = 'contended' AND kind = '{PENDING}'")
+    rows = Lake(spark, warehouse).metadata.rows("contended", pc.field("kind") == PENDING)
     ids = sorted(r["partition_num"] for r in rows)
     expected = committed + processes  # plus one warm-up allocation per process
     return {
@@ -155,6 +187,7 @@ def contention(warehouse: str, processes: int, seconds: float) -> dict[str, obje
         "committed": committed,
         "tx_per_s": committed / seconds,
         "retries": sum(r["retries"] for r in results),
+        "per_process": sorted(r["committed"] for r in results),
         "ids_found": len(ids),
         "duplicates": len(ids) - len(set(ids)),
         "gapless": ids == list(range(len(ids))),
@@ -184,9 +217,14 @@ def main() -> None:
         report[f"publish({args.bulk})_s"] = publish_many(lake, args.bulk, "bench_bulk")
         publish_many(lake, args.segments, "bench_big")
         start = time.perf_counter()
-        timeline = lake.timeline("bench_big")
-        report["timeline_load_s"] = time.perf_counter() - start
+        cold = Lake(spark, str(root / "wh"))  # a new Lake follows the log from scratch
+        timeline = cold.timeline("bench_big")
+        report["timeline_load_cold_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        timeline = cold.timeline("bench_big")
+        report["timeline_load_warm_s"] = time.perf_counter() - start
         report["timeline_segments"] = len(timeline)
+        report["plain MERGE"] = percentiles(plain_merge(spark, str(root / "plain"), args.repeat))
         if not args.skip_contention:
             spark.stop()
             report["contention"] = contention(str(root / "wh"), args.processes, args.seconds)

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
@@ -23,7 +23,12 @@ from segmentlake.errors import SpecError
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
 from segmentlake.metadata.publish import PublishResult, publish
-from segmentlake.metadata.records import SEGMENT, PendingSegment, Row, segment_from_row
+from segmentlake.metadata.records import (
+    SEGMENT,
+    SEGMENT_COLUMNS,
+    PendingSegment,
+    segments_from_rows,
+)
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.views import register_system_views
@@ -73,16 +78,22 @@ class Lake:
     ) -> list[DataSegment]:
         """Every used segment of ``datasource`` (overlapping ``interval`` if given), visible or
         not, ordered by interval, version and partition number."""
-        condition = (F.col("datasource") == datasource) & (F.col("kind") == SEGMENT) & F.col("used")
-        if interval is not None:
-            condition = condition & overlapping(_interval(interval))
-        segments = [segment_from_row(r) for r in self._arrow_rows(condition)]
+        segments = self._used_segments(datasource, interval)
         segments.sort(key=lambda s: (s.interval.key, s.version, s.shard_spec.partition_num))
         return segments
 
     def timeline(self, datasource: str) -> VersionedIntervalTimeline:
         """The visible timeline of ``datasource``, built from its used segments."""
-        return VersionedIntervalTimeline(self.used_segments(datasource))
+        return VersionedIntervalTimeline(self._used_segments(datasource))  # order is irrelevant
+
+    def _used_segments(
+        self, datasource: str, interval: Interval | str | None = None
+    ) -> list[DataSegment]:
+        condition = (pc.field("kind") == SEGMENT) & pc.field("used")
+        if interval is not None:
+            condition = condition & overlapping(_interval(interval))
+        rows = self.metadata.rows(datasource, condition, columns=SEGMENT_COLUMNS)
+        return segments_from_rows(rows)
 
     def mark_unused(self, segment_ids: Iterable[SegmentId | DataSegment | str]) -> int:
         """Mark segments unused (they disappear from the timeline; data stays until killed).
@@ -107,7 +118,7 @@ class Lake:
                 updates = [Change("upsert", {**r, "used": used, "updated_ms": at}) for r in rows]
                 return Decision(updates, len(updates))
 
-            condition = (F.col("kind") == SEGMENT) & F.col("id").isin(sorted(ids))
+            condition = (pc.field("kind") == SEGMENT) & pc.field("id").isin(sorted(ids))
             changed += transact(
                 self.metadata,
                 datasource,
@@ -117,11 +128,6 @@ class Lake:
                 policy=self.lockbox.retry,
             )
         return changed
-
-    def _arrow_rows(self, condition: Any) -> list[Row]:
-        # Arrow moves 10^5 rows to Python in well under a second; Row objects do not.
-        table = self.metadata.table().where(condition).toArrow()
-        return table.to_pylist()
 
     # -- locks -------------------------------------------------------------------------------
 

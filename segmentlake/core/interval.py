@@ -158,7 +158,20 @@ class Interval:
     @classmethod
     def of_millis(cls, start_millis: int, end_millis: int) -> Interval:
         """Build from epoch milliseconds."""
-        return cls(millis_to_datetime(start_millis), millis_to_datetime(end_millis))
+        if not (
+            type(start_millis) is int
+            and type(end_millis) is int
+            and MIN_MILLIS <= start_millis <= end_millis <= MAX_MILLIS
+        ):  # the general path names what is wrong
+            return cls(millis_to_datetime(start_millis), millis_to_datetime(end_millis))
+        # Already normalised: skip __post_init__'s round trip (10^5 segments are built from
+        # metadata rows at a time).
+        interval = object.__new__(cls)
+        object.__setattr__(interval, "start", millis_to_datetime(start_millis))
+        object.__setattr__(interval, "end", millis_to_datetime(end_millis))
+        object.__setattr__(interval, "start_millis", start_millis)
+        object.__setattr__(interval, "end_millis", end_millis)
+        return interval
 
     @classmethod
     def parse(cls, text: str) -> Interval:

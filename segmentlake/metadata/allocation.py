@@ -1,6 +1,6 @@
 """Centralized segment id allocation (Druid's SegmentAllocateAction, segment-lock mode).
 
-Allocating ids and the segment locks that go with them is one guarded commit, so ids are
+Allocating ids and the segment locks that go with them is one conditional commit, so ids are
 unique per chunk across every concurrent writer. A request is idempotent per (sequence name,
 previous segment id): asking again returns the id already allocated.
 
@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pyspark.sql import functions as F
+import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, decide_lock, next_version
@@ -28,7 +28,7 @@ from segmentlake.core.shard_spec import (
     shard_spec_from_json,
 )
 from segmentlake.errors import LockRefused, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, overlapping
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, overlapping
 from segmentlake.metadata.records import (
     LOCK,
     PENDING,
@@ -97,14 +97,10 @@ def allocate(
     hi = max(r.interval.end_millis for r in requests)
     span = Interval.of_millis(lo, hi)
     condition = (
-        (F.col("kind") == LOCK)
-        | (
-            F.col("kind").isin(SEGMENT, PENDING)
-            & overlapping(span)
-            & (F.col("used").isNull() | F.col("used"))
-        )
+        (pc.field("kind") == LOCK)
+        | (pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use())
         # Earlier allocations of these keys wherever they are: a key names one allocation.
-        | ((F.col("kind") == PENDING) & F.col("id").isin(sorted({r.key for r in requests})))
+        | ((pc.field("kind") == PENDING) & pc.field("id").isin(sorted({r.key for r in requests})))
     )
 
     def decide(state: PartitionState) -> Decision[list[PendingSegment]]:

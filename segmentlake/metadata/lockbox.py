@@ -1,4 +1,4 @@
-"""The lockbox on Delta: grant, renew, revoke and release task locks with guarded commits.
+"""The lockbox on Delta: grant, renew, revoke and release task locks with conditional commits.
 
 The rules are the pure ones of :mod:`segmentlake.core.locks`; this module reads the
 datasource's locks (and the versions of used segments and pending allocations in the
@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-from pyspark.sql import functions as F
+import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockRequest, TaskLock, decide_lock
@@ -39,9 +39,16 @@ class LockResult:
         return self.lock is not None
 
 
-def overlapping(interval: Interval) -> F.Column:
+def overlapping(interval: Interval) -> pc.Expression:
     """Rows whose ``[start_ms, end_ms)`` overlaps ``interval``."""
-    return (F.col("start_ms") < interval.end_millis) & (F.col("end_ms") > interval.start_millis)
+    return (pc.field("start_ms") < interval.end_millis) & (
+        pc.field("end_ms") > interval.start_millis
+    )
+
+
+def in_use() -> pc.Expression:
+    """Rows that are not unused segments (locks and pending rows have no used flag)."""
+    return pc.field("used").is_null() | pc.field("used")
 
 
 def live_locks(state: PartitionState, at_ms: int) -> list[TaskLock]:
@@ -68,10 +75,8 @@ class Lockbox:
     def try_lock(self, request: LockRequest) -> LockResult:
         """Grant ``request`` now (revoking strictly lower-priority conflicting locks) or refuse
         it, naming the holders in the way. Re-requesting a held lock renews it."""
-        condition = (F.col("kind") == LOCK) | (
-            F.col("kind").isin(SEGMENT, PENDING)
-            & overlapping(request.interval)
-            & (F.col("used").isNull() | F.col("used"))
+        condition = (pc.field("kind") == LOCK) | (
+            pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(request.interval) & in_use()
         )
 
         def decide(state: PartitionState) -> Decision[LockResult]:
@@ -150,14 +155,14 @@ class Lockbox:
             datasource,
             decide,
             operation="heartbeat",
-            condition=(F.col("kind") == LOCK) & (F.col("group_id") == group_id),
+            condition=(pc.field("kind") == LOCK) & (pc.field("group_id") == group_id),
             policy=self.retry,
         )
 
     def release(self, datasource: str, group_id: str, *, interval: Interval | None = None) -> int:
         """Release the group's locks (those overlapping ``interval`` if given); return how
         many were released."""
-        condition = (F.col("kind") == LOCK) & (F.col("group_id") == group_id)
+        condition = (pc.field("kind") == LOCK) & (pc.field("group_id") == group_id)
         if interval is not None:
             condition = condition & overlapping(interval)
 
@@ -176,7 +181,7 @@ class Lockbox:
 
     def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
         """The datasource's locks (live ones only unless ``include_expired``)."""
-        rows = self.store.rows((F.col("datasource") == datasource) & (F.col("kind") == LOCK))
+        rows = self.store.rows(datasource, pc.field("kind") == LOCK)
         at = now_ms()
         found = sorted(map(lock_from_row, rows), key=lambda lk: (lk.interval, lk.lock_id))
         return found if include_expired else [lk for lk in found if lk.is_live(at)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import functions as F
+import pyarrow.compute as pc
 
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import LockRefused, SpecError
@@ -46,7 +46,7 @@ def publish(
     for seg in segments:
         if seg.datasource != datasource:
             raise SpecError(f"segment {seg.id} is not of datasource {datasource!r}")
-    condition = F.col("group_id") == group_id
+    condition = pc.field("group_id") == group_id
 
     def decide(state: PartitionState) -> Decision[PublishResult]:
         at = now_ms()

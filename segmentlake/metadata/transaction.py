@@ -1,8 +1,8 @@
 """Run a conditional metadata change as one Delta commit, with bounded, jittered retries.
 
 The shape follows pyiceberg's transaction retry: read the current state, decide (pure), commit
-guarded by the state's version; on a lost race re-read and decide again. A decision function
-raising (e.g. :class:`~segmentlake.errors.LockRefused`) aborts without committing.
+on top of the version the state was read at; on a lost race re-read and decide again. A
+decision function raising (e.g. :class:`~segmentlake.errors.LockRefused`) aborts without committing.
 """
 
 from __future__ import annotations
@@ -67,39 +67,60 @@ def transact(
     policy = policy or RetryPolicy()
     started = time.monotonic()
     commit_id = f"{operation}:{uuid.uuid4()}"
-    for attempt in range(policy.max_attempts):
-        state = store.read(datasource, condition)
-        decision = decide(state)
-        if not decision.changes:
-            return decision.result
-        try:
-            landed = store.commit(datasource, state.guard, decision.changes, commit_id=commit_id)
-        except Exception as e:
-            if not is_commit_conflict(e):
-                landed = _landed_despite(store, commit_id, operation, datasource, e)
-                if landed:
-                    return decision.result
-            logger.warning(
-                "%s on %s lost a commit race (attempt %d): %s",
-                operation,
-                datasource,
-                attempt + 1,
-                type(e).__name__,
-            )
-            landed = False
-        if landed:
-            logger.debug(
-                "%s on %s committed after %d attempt(s)", operation, datasource, attempt + 1
-            )
-            return decision.result
-        if time.monotonic() - started > policy.timeout_s:
-            break
-        time.sleep(policy.delay(attempt))
+    losses = 0
+    turns = store.turns
+    claimed = False
+    try:
+        for attempt in range(policy.max_attempts):
+            if turns.contended(datasource):
+                turns.acquire(datasource)
+                claimed = True
+            else:
+                turns.wait(datasource)
+            state = store.read(datasource, condition)
+            decision = decide(state)
+            if not decision.changes:
+                return decision.result
+            if _committed(store, state, decision, commit_id, operation):
+                logger.debug(
+                    "%s on %s committed after %d attempt(s)", operation, datasource, attempt + 1
+                )
+                return decision.result
+            losses += 1
+            turns.lost(datasource)
+            if time.monotonic() - started > policy.timeout_s:
+                break
+            if not claimed:
+                time.sleep(policy.delay(attempt))
+    finally:
+        if claimed:
+            turns.release(datasource)
     raise CommitConflict(
         f"{operation} on datasource {datasource!r} lost the commit race "
-        f"{policy.max_attempts} times in {time.monotonic() - started:.1f}s; "
+        f"{losses} times in {time.monotonic() - started:.1f}s; "
         "too many concurrent metadata changes on this datasource — retry later"
     )
+
+
+def _committed(
+    store: MetadataStore,
+    state: PartitionState,
+    decision: Decision[Any],
+    commit_id: str,
+    operation: str,
+) -> bool:
+    """Commit ``decision`` on ``state``: True if it landed, False if a concurrent commit won."""
+    try:
+        return store.commit(state, decision.changes, commit_id=commit_id)
+    except Exception as e:
+        if not is_commit_conflict(e) and _landed_despite(
+            store, commit_id, operation, state.datasource, e
+        ):
+            return True
+        logger.warning(
+            "%s on %s lost a commit race: %s", operation, state.datasource, type(e).__name__
+        )
+        return False
 
 
 def _landed_despite(

@@ -3,7 +3,7 @@ test.
 
 Each metadata commit costs seconds, and creating a warehouse costs a commit plus table setup,
 so tests of a module share a warehouse and keep apart by datasource — which is itself a
-guarantee under test: datasources never see each other's rows, locks or guards.
+guarantee under test: datasources never see each other's rows or locks.
 """
 
 from __future__ import annotations

@@ -18,6 +18,12 @@ NEXT_DAY = Interval.parse("2024-01-02/P1D")
 NOON = Interval.parse("2024-01-01T12:00/PT1H")
 
 
+def day_after(days: int) -> Interval:
+    """The day ``days`` days after DAY."""
+    step = DAY.end_millis - DAY.start_millis
+    return Interval.of_millis(DAY.start_millis + days * step, DAY.end_millis + days * step)
+
+
 def segment(
     datasource: str,
     interval: Interval,

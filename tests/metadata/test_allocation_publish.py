@@ -1,4 +1,4 @@
-"""Segment id allocation, transactional publish, used flags, the guarded commit and the system
+"""Segment id allocation, transactional publish, used flags, the conditional commit and the system
 views on a real Delta metadata table. Every test runs on its own datasource of a warehouse
 shared by the module (the schema-version test makes its own)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 from pyspark.sql import SparkSession
@@ -15,6 +16,7 @@ from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.errors import LockRefused, MetadataVersionError, SpecError
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
+from segmentlake.metadata.conflicts import is_commit_conflict
 from segmentlake.metadata.records import lock_row
 from segmentlake.metadata.store import Change
 
@@ -210,7 +212,7 @@ def test_publishing_2000_segments_is_one_commit(lake: Lake, ds: str) -> None:
 
     assert (result.segments, result.locks_released) == (2000, 1)
     new = [r for r in history(lake) if r["version"] > before]
-    assert [r["operation"] for r in new] == ["MERGE"]
+    assert [r["operation"] for r in new] == ["UPDATE"]
     assert new[0]["userMetadata"].startswith("publish:")
     used = lake.used_segments(ds)
     assert len(used) == 2000
@@ -258,25 +260,44 @@ def test_metadata_schema_version_check(spark: SparkSession, warehouse: str) -> N
         Lake(spark, warehouse)
 
 
-def test_stale_guard_commit_changes_nothing_and_datasources_keep_apart(lake: Lake, ds: str) -> None:
+def test_commit_on_a_stale_read_conflicts_and_other_datasources_do_not(lake: Lake, ds: str) -> None:
     other = ds + "_other"
     lock = lake.try_lock(ds, DAY, group_id="a").lock
     assert lock is not None
-    assert lake.try_lock(other, DAY, group_id="b").granted  # same day, other datasource
-    stale = lake.metadata.read(ds).guard
-    other_guard = lake.metadata.read(other).guard
-    assert lake.release_locks(ds, "a") == 1
+    stale = lake.metadata.read(ds)
+    stale_other = lake.metadata.read(other)
+    assert lake.release_locks(ds, "a") == 1  # a commit on ds after the stale read
     version = latest_version(lake)
     change = Change("upsert", lock_row(lock, now_ms=int(time.time() * 1000)))
 
-    landed = lake.metadata.commit(ds, stale, [change], commit_id="stale-commit")
+    with pytest.raises(Exception, match="DELTA_CONCURRENT_DELETE_READ") as raised:
+        lake.metadata.commit(stale, [change], commit_id="stale-commit")
 
-    assert landed is False
-    assert latest_version(lake) == version  # Delta skipped the MERGE: no commit at all
+    assert is_commit_conflict(raised.value), raised.value
+    assert latest_version(lake) == version  # nothing committed
     assert lake.locks(ds) == []
-    assert lake.metadata.read(ds).guard == stale + 1
-    assert lake.metadata.read(other).guard == other_guard  # untouched by ds's commits
-    # With the current guard the same change lands.
-    assert lake.metadata.commit(ds, stale + 1, [change], commit_id="fresh-commit")
+    # A commit on another datasource read before that same commit is not in conflict.
+    other_lock = replace(lock, datasource=other)
+    other_change = Change("upsert", lock_row(other_lock, now_ms=int(time.time() * 1000)))
+    assert lake.metadata.commit(stale_other, [other_change], commit_id="other-commit")
+    assert [lk.lock_id for lk in lake.locks(other)] == [lock.lock_id]
+    # Read again, the same change lands.
+    assert lake.metadata.commit(lake.metadata.read(ds), [change], commit_id="fresh-commit")
     assert [lk.lock_id for lk in lake.locks(ds)] == [lock.lock_id]
     assert history(lake)[-1]["userMetadata"] == "fresh-commit"
+    # A commit that only inserted a row since the read conflicts too (it replaced a file).
+    before_insert = lake.metadata.read(ds)
+    assert lake.try_lock(ds, NEXT_DAY, group_id="b").granted
+    with pytest.raises(Exception, match="DELTA_CONCURRENT_DELETE_READ") as inserted:
+        lake.metadata.commit(before_insert, [Change("delete", change.row)], commit_id="late")
+    assert is_commit_conflict(inserted.value)
+    assert len(lake.locks(ds)) == 2
+    # Into an empty partition there is no file to replace: the partition predicate catches it.
+    empty = ds + "_empty"
+    before_first = lake.metadata.read(empty)
+    assert lake.try_lock(empty, DAY, group_id="c").granted
+    first = Change("upsert", lock_row(replace(lock, datasource=empty), now_ms=0))
+    with pytest.raises(Exception, match="DELTA_CONCURRENT_APPEND") as appended:
+        lake.metadata.commit(before_first, [first], commit_id="second-first")
+    assert is_commit_conflict(appended.value)
+    assert [lk.group_id for lk in lake.locks(empty)] == ["c"]

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity
@@ -210,7 +210,7 @@ def test_concurrent_allocations_get_unique_gap_free_ids_in_one_version(
     ]
     results = race(pool.get(WORKERS), commands, tmp_path / "go")
 
-    rows = lake.metadata.rows((F.col("datasource") == ds) & (F.col("kind") == PENDING))
+    rows = lake.metadata.rows(ds, pc.field("kind") == PENDING)
     total = WORKERS * ALLOCATIONS
     context = f"rows: {sorted((r['partition_num'], r['id']) for r in rows)}\nresults: {results}"
     assert sorted(r["partition_num"] for r in rows) == list(range(total)), context
@@ -232,6 +232,26 @@ def test_concurrent_allocations_get_unique_gap_free_ids_in_one_version(
     assert sorted((lk.group_id, lk.partition_num, lk.version) for lk in locks) == sorted(
         (r["group_id"], r["partition_num"], r["version"]) for r in rows
     ), context
+
+
+def test_processes_creating_one_warehouse_at_once_all_commit(pool: Pool, tmp_path: Path) -> None:
+    warehouse = str(tmp_path / "fresh")  # nobody has opened it: the workers create it
+    commands = [
+        {
+            "op": "allocate",
+            "warehouse": warehouse,
+            "ds": "fresh",
+            "interval": str(DAY),
+            "group": f"g{i}",
+            "sequences": [f"p{i}"],
+            "open_after_barrier": True,
+        }
+        for i in range(WORKERS)
+    ]
+
+    results = race(pool.get(WORKERS), commands, tmp_path / "go")
+
+    assert sorted(a["partition"] for answer in results for a in answer) == list(range(WORKERS))
 
 
 def test_exactly_one_of_concurrent_exclusive_requests_wins(

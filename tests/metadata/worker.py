@@ -10,6 +10,8 @@ for several tests:
   ``{"ok": false, "error": "<traceback>"}``; files appear atomically (write, then rename);
 * a command with a ``barrier`` path opens its warehouse, writes ``DIR/waiting-<n>`` and polls
   for the barrier file, so that several workers act at (nearly) the same moment;
+* ``open_after_barrier`` opens the command's warehouse only after the barrier, so that
+  several workers create a new warehouse at once;
 * ``hold`` takes a lock, answers, then sleeps forever: the test kills the worker;
 * it exits on ``DIR/stop``, when its parent (the test process) goes away, or after idling long.
 
@@ -115,7 +117,8 @@ class Worker:
         return os.getppid() == self.parent
 
     def run(self, seq: int, command: dict[str, Any]) -> Any:
-        lake = self.lake(command)
+        # Opened before the barrier unless the race is about opening (creating) a warehouse.
+        lake = None if command.get("open_after_barrier") else self.lake(command)
         barrier = command.get("barrier")
         if barrier:
             (self.dir / f"waiting-{seq}").touch()
@@ -124,7 +127,7 @@ class Worker:
                 if time.monotonic() > deadline or not self.parent_alive():
                     raise TimeoutError(f"barrier {barrier} never appeared")
                 time.sleep(POLL_S)
-        return getattr(self, "op_" + command["op"])(lake, command)
+        return getattr(self, "op_" + command["op"])(lake or self.lake(command), command)
 
     # -- operations --------------------------------------------------------------------------
 
