@@ -9,6 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from segmentlake.core.granularity import Granularity
+from segmentlake.core.ingest_spec import (
+    DimensionsSpec,
+    DynamicPartitionsSpec,
+    ExpressionTransform,
+    GranularitySpec,
+    IngestionSpec,
+    MetricSpec,
+    TimestampSpec,
+    TransformSpec,
+)
 from segmentlake.core.interval import ETERNITY, Interval, Period
 from segmentlake.core.locks import LockGranularity, LockType, TaskLock
 from segmentlake.core.segment import DataSegment, SegmentId
@@ -42,15 +52,21 @@ __all__ = [
     "CommitStateUnknown",
     "DataSegment",
     "DimensionRangeShardSpec",
+    "DimensionsSpec",
+    "DynamicPartitionsSpec",
     "EnvironmentSetupError",
+    "ExpressionTransform",
     "Granularity",
+    "GranularitySpec",
     "HashBasedNumberedShardSpec",
+    "IngestionSpec",
     "Interval",
     "Lake",
     "LockGranularity",
     "LockRefused",
     "LockType",
     "MetadataVersionError",
+    "MetricSpec",
     "NumberedOverwriteShardSpec",
     "NumberedShardSpec",
     "Period",
@@ -61,7 +77,9 @@ __all__ = [
     "SpecError",
     "TaskLock",
     "TimelineObjectHolder",
+    "TimestampSpec",
     "TombstoneShardSpec",
+    "TransformSpec",
     "VersionedIntervalTimeline",
     "spark_session",
 ]

@@ -1,0 +1,323 @@
+"""The ingestion spec: what rows mean and how they become segments (Druid's ``dataSchema``).
+
+Every part is a small frozen dataclass that validates itself, and :meth:`IngestionSpec.from_dict`
+reads Druid's JSON form, so a spec written for Druid mostly carries over::
+
+    spec = IngestionSpec.from_dict({
+        "timestampSpec": {"column": "ts", "format": "iso"},
+        "dimensionsSpec": {"dimensions": ["channel", "page"]},
+        "metricsSpec": [{"type": "count", "name": "edits"},
+                        {"type": "longSum", "name": "added", "fieldName": "added"}],
+        "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "hour"},
+    })
+
+Where Druid evaluates its own expression language (transforms, filters), segmentlake takes
+Spark SQL expressions. A spec error names the field (``metricsSpec[1].fieldName``) and what
+would be right, before any work starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from segmentlake.core.granularity import Granularity
+from segmentlake.errors import SpecError
+
+__all__ = [
+    "AGGREGATOR_TYPES",
+    "TIMESTAMP_FORMATS",
+    "DimensionsSpec",
+    "DynamicPartitionsSpec",
+    "ExpressionTransform",
+    "GranularitySpec",
+    "IngestionSpec",
+    "MetricSpec",
+    "TimestampSpec",
+    "TransformSpec",
+]
+
+TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano")
+# Druid aggregator type -> whether it reads an input column (count does not).
+AGGREGATOR_TYPES: Mapping[str, bool] = {
+    "count": False,
+    "longSum": True,
+    "doubleSum": True,
+    "longMin": True,
+    "longMax": True,
+    "doubleMin": True,
+    "doubleMax": True,
+    # Druid's DataSketches HLL build aggregator; built with Spark's hll_sketch_agg, so
+    # sketches of different segments merge later (hll_union_agg).
+    "HLLSketchBuild": True,
+}
+_HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
+_RESERVED_PREFIX = "__"
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where} must be a non-empty column name, got {value!r}")
+    if value.startswith(_RESERVED_PREFIX):
+        raise SpecError(f"{where} {value!r}: names starting with '__' are reserved (__time, ...)")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampSpec:
+    """Which input column holds each row's time, and how to read it: ``iso`` (ISO-8601
+    strings), ``millis``/``posix``/``micro``/``nano`` (epoch numbers), or ``auto`` (ISO strings,
+    timestamps, or epoch milliseconds)."""
+
+    column: str = "timestamp"
+    format: str = "auto"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.column, str) or not self.column.strip():
+            raise SpecError(f"timestampSpec.column must be a column name, got {self.column!r}")
+        if self.format not in TIMESTAMP_FORMATS:
+            raise SpecError(
+                f"timestampSpec.format {self.format!r} is not supported; expected one of "
+                + ", ".join(TIMESTAMP_FORMATS)
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionsSpec:
+    """The dimension columns, in order; ``None`` means every input column that is neither the
+    timestamp, a metric's input, nor in ``exclusions``."""
+
+    dimensions: tuple[str, ...] | None = None
+    exclusions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.dimensions is not None:
+            names = tuple(
+                _name(d, f"dimensionsSpec.dimensions[{i}]") for i, d in enumerate(self.dimensions)
+            )
+            _no_duplicates(names, "dimensionsSpec.dimensions")
+            object.__setattr__(self, "dimensions", names)
+        object.__setattr__(self, "exclusions", tuple(self.exclusions))
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One rollup aggregator: ``type`` (Druid's name, see :data:`AGGREGATOR_TYPES`), the output
+    column ``name`` and the input column ``field_name`` (none for ``count``). ``lg_k`` is the
+    HLL sketch's log2 of buckets (4-21)."""
+
+    type: str
+    name: str
+    field_name: str | None = None
+    lg_k: int = 12
+
+    def __post_init__(self) -> None:
+        if self.type not in AGGREGATOR_TYPES:
+            raise SpecError(
+                f"metric {self.name!r}: unknown aggregator type {self.type!r}; expected one of "
+                + ", ".join(AGGREGATOR_TYPES)
+            )
+        _name(self.name, "metric name")
+        if AGGREGATOR_TYPES[self.type] and not self.field_name:
+            raise SpecError(f"metric {self.name!r} ({self.type}) needs a fieldName to aggregate")
+        if not AGGREGATOR_TYPES[self.type] and self.field_name:
+            raise SpecError(f"metric {self.name!r}: count takes no fieldName")
+        if not _HLL_LG_K[0] <= self.lg_k <= _HLL_LG_K[1]:
+            raise SpecError(
+                f"metric {self.name!r}: lgK must be within {_HLL_LG_K}, got {self.lg_k}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class GranularitySpec:
+    """Segment granularity (the time chunk of a segment), query granularity (the timestamp
+    truncation applied before rollup) and whether rows with equal truncated time and
+    dimensions are rolled up into one."""
+
+    segment_granularity: Granularity = Granularity.DAY
+    query_granularity: Granularity = Granularity.NONE
+    rollup: bool = True
+
+    def __post_init__(self) -> None:
+        segment = Granularity.parse(self.segment_granularity)
+        query = Granularity.parse(self.query_granularity)
+        if segment is Granularity.NONE:
+            raise SpecError("granularitySpec.segmentGranularity cannot be NONE; e.g. DAY or HOUR")
+        order = list(Granularity)
+        if order.index(query) > order.index(segment):
+            raise SpecError(
+                f"granularitySpec.queryGranularity {query.name} is coarser than "
+                f"segmentGranularity {segment.name}; it must be the same or finer"
+            )
+        object.__setattr__(self, "segment_granularity", segment)
+        object.__setattr__(self, "query_granularity", query)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpressionTransform:
+    """A derived column: ``name`` computed by the Spark SQL ``expression``."""
+
+    name: str
+    expression: str
+
+    def __post_init__(self) -> None:
+        _name(self.name, "transform name")
+        if not isinstance(self.expression, str) or not self.expression.strip():
+            raise SpecError(f"transform {self.name!r} needs a Spark SQL expression")
+
+
+@dataclass(frozen=True, slots=True)
+class TransformSpec:
+    """Transforms applied to input rows, then a Spark SQL ``filter`` keeping matching rows
+    (rows filtered out are counted in the task report)."""
+
+    transforms: tuple[ExpressionTransform, ...] = ()
+    filter: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "transforms", tuple(self.transforms))
+        _no_duplicates([t.name for t in self.transforms], "transformSpec.transforms")
+        if self.filter is not None and (not isinstance(self.filter, str) or not self.filter):
+            raise SpecError(
+                f"transformSpec.filter must be a Spark SQL expression, got {self.filter!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicPartitionsSpec:
+    """Druid's ``dynamic`` partitioning: a segment is cut after ``max_rows_per_segment`` rows;
+    ``max_total_rows`` bounds the rows a task holds before writing (None: no bound)."""
+
+    max_rows_per_segment: int = 5_000_000
+    max_total_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_rows_per_segment, int) or self.max_rows_per_segment < 1:
+            raise SpecError(
+                "partitionsSpec.maxRowsPerSegment must be a positive integer, got "
+                f"{self.max_rows_per_segment!r}"
+            )
+        if self.max_total_rows is not None and (
+            not isinstance(self.max_total_rows, int) or self.max_total_rows < 1
+        ):
+            raise SpecError(
+                "partitionsSpec.maxTotalRows must be a positive integer or absent, got "
+                f"{self.max_total_rows!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class IngestionSpec:
+    """Everything an ingestion task needs to know besides the rows and the datasource."""
+
+    timestamp_spec: TimestampSpec = field(default_factory=TimestampSpec)
+    dimensions_spec: DimensionsSpec = field(default_factory=DimensionsSpec)
+    metrics: tuple[MetricSpec, ...] = ()
+    granularity_spec: GranularitySpec = field(default_factory=GranularitySpec)
+    transform_spec: TransformSpec = field(default_factory=TransformSpec)
+    partitions_spec: DynamicPartitionsSpec = field(default_factory=DynamicPartitionsSpec)
+    max_parse_exceptions: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+        metric_names = [m.name for m in self.metrics]
+        _no_duplicates(metric_names, "metricsSpec names")
+        dims = self.dimensions_spec.dimensions or ()
+        clash = sorted(set(dims) & set(metric_names))
+        if clash:
+            raise SpecError(f"{clash} named both as dimension and as metric; rename one")
+        if self.max_parse_exceptions < 0:
+            raise SpecError(
+                f"maxParseExceptions must be >= 0, got {self.max_parse_exceptions} "
+                "(0: fail on the first unparseable row)"
+            )
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> IngestionSpec:
+        """Read Druid's ``dataSchema`` JSON (optionally inside an ingestion spec's ``spec`` or
+        with a ``tuningConfig`` for ``partitionsSpec`` and ``maxParseExceptions``)."""
+        if not isinstance(spec, Mapping):
+            raise SpecError(f"an ingestion spec must be a dict, got {type(spec).__name__}")
+        root = spec.get("spec", spec)
+        schema = root.get("dataSchema", root)
+        tuning = root.get("tuningConfig") or spec.get("tuningConfig") or {}
+        return cls(
+            timestamp_spec=_timestamp(schema.get("timestampSpec") or {}),
+            dimensions_spec=_dimensions(schema.get("dimensionsSpec") or {}),
+            metrics=tuple(_metric(m, i) for i, m in enumerate(schema.get("metricsSpec") or [])),
+            granularity_spec=_granularity(schema.get("granularitySpec") or {}),
+            transform_spec=_transform(schema.get("transformSpec") or {}),
+            partitions_spec=_partitions(
+                tuning.get("partitionsSpec") or schema.get("partitionsSpec") or {}
+            ),
+            max_parse_exceptions=int(tuning.get("maxParseExceptions", 0)),
+        )
+
+
+# -- Druid JSON readers --------------------------------------------------------------------
+
+
+def _timestamp(obj: Mapping[str, Any]) -> TimestampSpec:
+    return TimestampSpec(column=obj.get("column", "timestamp"), format=obj.get("format", "auto"))
+
+
+def _dimensions(obj: Mapping[str, Any]) -> DimensionsSpec:
+    raw = obj.get("dimensions")
+    names = None
+    if raw:  # Druid: an empty list means "discover every column"
+        names = tuple(str(d.get("name", "")) if isinstance(d, Mapping) else d for d in raw)
+    return DimensionsSpec(names, tuple(obj.get("dimensionExclusions") or ()))
+
+
+def _metric(obj: Any, index: int) -> MetricSpec:
+    if not isinstance(obj, Mapping):
+        raise SpecError(f"metricsSpec[{index}] must be an object, got {obj!r}")
+    for key in ("type", "name"):
+        if key not in obj:
+            raise SpecError(f"metricsSpec[{index}] lacks {key!r}: {dict(obj)}")
+    return MetricSpec(obj["type"], obj["name"], obj.get("fieldName"), int(obj.get("lgK", 12)))
+
+
+def _granularity(obj: Mapping[str, Any]) -> GranularitySpec:
+    return GranularitySpec(
+        segment_granularity=Granularity.parse(obj.get("segmentGranularity", "day")),
+        query_granularity=Granularity.parse(obj.get("queryGranularity", "none")),
+        rollup=bool(obj.get("rollup", True)),
+    )
+
+
+def _transform(obj: Mapping[str, Any]) -> TransformSpec:
+    transforms = []
+    for i, t in enumerate(obj.get("transforms") or []):
+        if not isinstance(t, Mapping) or t.get("type", "expression") != "expression":
+            raise SpecError(f"transformSpec.transforms[{i}] must be an expression transform: {t!r}")
+        transforms.append(ExpressionTransform(t.get("name", ""), t.get("expression", "")))
+    filt = obj.get("filter")
+    if filt is not None and not isinstance(filt, str):
+        raise SpecError(
+            "transformSpec.filter must be a Spark SQL expression string (segmentlake does not "
+            f"read Druid's filter JSON), got {filt!r}"
+        )
+    return TransformSpec(tuple(transforms), filt)
+
+
+def _partitions(obj: Mapping[str, Any]) -> DynamicPartitionsSpec:
+    kind = obj.get("type", "dynamic")
+    if kind != "dynamic":
+        raise SpecError(
+            f"partitionsSpec type {kind!r} is not supported by this version; use 'dynamic' "
+            "(hashed and range partitioning for perfect rollup come with secondary partitioning)"
+        )
+    return DynamicPartitionsSpec(
+        max_rows_per_segment=obj.get("maxRowsPerSegment", 5_000_000),
+        max_total_rows=obj.get("maxTotalRows"),
+    )
+
+
+def _no_duplicates(names: Sequence[str], where: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise SpecError(f"{where}: {n!r} appears twice")
+        seen.add(n)
