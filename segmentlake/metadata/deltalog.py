@@ -50,12 +50,11 @@ _SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 @dataclass(frozen=True, slots=True)
 class LoggedFile:
-    """A data file as the log records it: its relative path, partition values, row count, and
+    """A data file as the log records it: its relative path, partition values, and
     the JVM ``AddFile`` (needed to declare it read or to remove it)."""
 
     path: str
     partition_values: dict[str, str]
-    num_records: int | None
     add: Any
 
 
@@ -186,7 +185,7 @@ class DeltaLogClient:
             self._none,
             self._none,
         )
-        return LoggedFile(relative, dict(partition_values), table.num_rows, add)
+        return LoggedFile(relative, dict(partition_values), add)
 
     def _absolute(self, relative_path: str) -> Any:
         child = self._jvm.org.apache.hadoop.fs.Path(self._jvm.java.net.URI(relative_path))
@@ -255,7 +254,4 @@ def safe_name(name: str) -> str:
 
 
 def _logged_file(add: dict[str, Any], jvm_add: Any) -> LoggedFile:
-    stats = json.loads(add["stats"]) if add.get("stats") else {}
-    return LoggedFile(
-        add["path"], add.get("partitionValues") or {}, stats.get("numRecords"), jvm_add
-    )
+    return LoggedFile(add["path"], add.get("partitionValues") or {}, jvm_add)

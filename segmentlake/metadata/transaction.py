@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import pyarrow.compute as pc
+
 from segmentlake.errors import CommitConflict, CommitStateUnknown
 from segmentlake.metadata.conflicts import is_commit_conflict
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState
@@ -47,19 +49,13 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionStats:
-    attempts: int
-    elapsed_s: float
-
-
 def transact(
     store: MetadataStore,
     datasource: str,
     decide: Callable[[PartitionState], Decision[T]],
     *,
     operation: str,
-    condition: Any = None,
+    condition: pc.Expression | None = None,
     policy: RetryPolicy | None = None,
 ) -> T:
     """Read ``datasource``'s state (rows matching ``condition``), ``decide``, commit; retry on
