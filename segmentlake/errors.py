@@ -10,6 +10,7 @@ staged files.
 from __future__ import annotations
 
 __all__ = [
+    "BadRowsError",
     "CommitConflict",
     "CommitStateUnknown",
     "EnvironmentSetupError",
@@ -29,6 +30,15 @@ class SpecError(SegmentLakeError, ValueError):
 
     The message names what is wrong and what would be right.
     """
+
+
+class BadRowsError(SpecError):
+    """An ingestion met more unparseable rows than its ``max_parse_exceptions`` allows; the
+    message shows the first offending rows and ``report`` the task's row counts."""
+
+    def __init__(self, message: str, *, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class LockRefused(SegmentLakeError):

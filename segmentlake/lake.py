@@ -9,18 +9,23 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
+from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
+from segmentlake.ingest.datasource_table import datasource_path
+from segmentlake.ingest.report import TaskReport
+from segmentlake.ingest.task import IngestTarget, run_ingestion
 from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
 from segmentlake.metadata.publish import PublishResult, publish
 from segmentlake.metadata.records import (
@@ -30,8 +35,10 @@ from segmentlake.metadata.records import (
     segments_from_rows,
 )
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.tasks import task_reports
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.views import register_system_views
+from segmentlake.read.reader import read_visible
 
 __all__ = ["Lake"]
 
@@ -227,6 +234,118 @@ class Lake:
         return publish(
             self.lockbox, datasource, segments, group_id=group_id, release_locks=release_locks
         )
+
+    # -- ingestion ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        df: DataFrame,
+        datasource: str,
+        spec: IngestionSpec | Mapping[str, Any],
+        *,
+        interval: Interval | str | None = None,
+        task_id: str | None = None,
+        priority: int = 0,
+        lock_timeout_s: float = 60.0,
+    ) -> TaskReport:
+        """Append ``df``'s rows to ``datasource`` as new segments in the existing chunks'
+        versions (segment locks, centralized allocation): existing data stays visible, and
+        appends from any number of drivers never conflict. Rows outside ``interval`` (if
+        given) are counted and skipped. Returns the task report.
+
+        >>> spec = {"granularitySpec": {"segmentGranularity": "day"}}
+        >>> lake.append(df, "wiki", spec).summary()  # doctest: +SKIP
+        """
+        return self._ingest(
+            df, datasource, spec, "append", interval, task_id, priority, lock_timeout_s
+        )
+
+    def overwrite(
+        self,
+        df: DataFrame,
+        datasource: str,
+        spec: IngestionSpec | Mapping[str, Any],
+        *,
+        interval: Interval | str,
+        task_id: str | None = None,
+        priority: int = 0,
+        lock_timeout_s: float = 60.0,
+    ) -> TaskReport:
+        """Replace ``interval`` of ``datasource`` with ``df``'s rows: exclusive time-chunk
+        locks, a new version above every existing one, a tombstone for each chunk that gets
+        no rows. ``interval`` must be aligned to the spec's segment granularity (which may
+        differ from the existing data's). Until the publish commit readers see the old data;
+        after it, only the new. Returns the task report."""
+        return self._ingest(
+            df, datasource, spec, "overwrite", interval, task_id, priority, lock_timeout_s
+        )
+
+    def _ingest(
+        self,
+        df: DataFrame,
+        datasource: str,
+        spec: IngestionSpec | Mapping[str, Any],
+        mode: str,
+        interval: Interval | str | None,
+        task_id: str | None,
+        priority: int,
+        lock_timeout_s: float,
+    ) -> TaskReport:
+        if not isinstance(spec, IngestionSpec):
+            spec = IngestionSpec.from_dict(spec)
+        return run_ingestion(
+            IngestTarget(self.spark, self.warehouse, self.lockbox),
+            df,
+            datasource,
+            spec,
+            mode=mode,
+            interval=None if interval is None else _interval(interval),
+            task_id=task_id,
+            priority=priority,
+            lock_timeout_s=lock_timeout_s,
+        )
+
+    def tasks(self, datasource: str) -> list[TaskReport]:
+        """The reports of ``datasource``'s recorded tasks, oldest first."""
+        return [TaskReport.from_json(r) for r in task_reports(self.metadata, datasource)]
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(
+        self,
+        datasource: str,
+        interval: Interval | str | None = None,
+        columns: Sequence[str] | None = None,
+        filter: str | Column | None = None,
+    ) -> DataFrame:
+        """Exactly the visible rows of ``datasource`` (in ``interval``): ``__time`` (UTC
+        TIMESTAMP) and ``columns`` (default every dimension and metric), matching ``filter``
+        (Spark SQL or a Column). One Delta scan, pruned to the visible segments.
+
+        >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
+        """
+        path = datasource_path(self.warehouse, datasource)
+        if DeltaLogClient(self.spark, path).version() < 0:
+            raise SpecError(
+                f"datasource {datasource!r} has no data in {self.warehouse}; ingest it first "
+                "with lake.append or lake.overwrite"
+            )
+        return read_visible(
+            self.spark,
+            path,
+            self.timeline(datasource),
+            interval=None if interval is None else _interval(interval),
+            columns=columns,
+            filter=filter,
+        )
+
+    def register_view(self, datasource: str, name: str | None = None) -> str:
+        """Register the visible rows of ``datasource`` as the temp view ``name`` (default:
+        the datasource's name) for ``spark.sql``; returns the name. The view shows the
+        timeline as of this call: call again after new publishes."""
+        view = name or datasource
+        self.read(datasource).createOrReplaceTempView(view)
+        return view
 
     # -- inspection --------------------------------------------------------------------------
 

@@ -21,14 +21,14 @@ from segmentlake.core.interval import (
 )
 from segmentlake.errors import SpecError
 
-__all__ = ["Granularity"]
+__all__ = ["WEEK_ORIGIN_MILLIS", "Granularity"]
 
 _SECOND = 1000
 _MINUTE = 60 * _SECOND
 _HOUR = 60 * _MINUTE
 _DAY = 24 * _HOUR
 # 1970-01-05 was a Monday: weeks are counted from there.
-_WEEK_ORIGIN = 4 * _DAY
+WEEK_ORIGIN_MILLIS = 4 * _DAY
 
 
 class Granularity(enum.Enum):
@@ -72,7 +72,7 @@ class Granularity(enum.Enum):
         if self is Granularity.ALL:
             return MIN_MILLIS
         if self is Granularity.WEEK:
-            return millis - (millis - _WEEK_ORIGIN) % self.fixed_millis
+            return millis - (millis - WEEK_ORIGIN_MILLIS) % self.fixed_millis
         if self.fixed_millis:
             return millis - millis % self.fixed_millis
         dt = millis_to_datetime(millis)

@@ -113,6 +113,28 @@ class DeltaLogClient:
                 break
             yield self._change(version, pair._2())
 
+    def version(self) -> int:
+        """The latest committed version (-1 while the table does not exist)."""
+        return int(self.snapshot().version())
+
+    def added_files(self, start: int, end: int) -> list[dict[str, Any]]:
+        """The ``add`` actions (as Delta's JSON: path, partitionValues, size, stats) committed
+        in versions ``start..end``."""
+        if end < start:
+            return []
+        converters = self._jvm.scala.jdk.javaapi.CollectionConverters
+        added = []
+        it = self._log.getChanges(start, self._none, True)
+        while it.hasNext():
+            pair = it.next()
+            if int(pair._1()) > end:
+                break
+            for action in self._items(converters.asJava(pair._2())):
+                data = json.loads(action.json())
+                if "add" in data:
+                    added.append(data["add"])
+        return added
+
     def _change(self, version: int, actions: Any) -> LogChange:
         added: list[LoggedFile] = []
         removed: list[str] = []

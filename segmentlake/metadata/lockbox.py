@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow.compute as pc
@@ -33,6 +34,11 @@ class LockResult:
     lock: TaskLock | None
     conflicting: tuple[TaskLock, ...] = ()
     revoked: tuple[TaskLock, ...] = ()
+    locks: tuple[TaskLock, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lock is not None and not self.locks:
+            object.__setattr__(self, "locks", (self.lock,))
 
     @property
     def granted(self) -> bool:
@@ -75,43 +81,65 @@ class Lockbox:
     def try_lock(self, request: LockRequest) -> LockResult:
         """Grant ``request`` now (revoking strictly lower-priority conflicting locks) or refuse
         it, naming the holders in the way. Re-requesting a held lock renews it."""
+        return self.try_lock_all([request])
+
+    def try_lock_all(self, requests: Sequence[LockRequest]) -> LockResult:
+        """Grant every request of one group or none, in one commit; the time-chunk locks among
+        them share one version, above every version in their intervals (an overwrite's one
+        lock per chunk). ``LockResult.lock`` is the first lock, ``locks`` all of them."""
+        if not requests:
+            raise LockRefused("no lock requested")
+        groups = {(r.datasource, r.group_id) for r in requests}
+        if len(groups) != 1:
+            raise LockRefused(f"locks taken together must be of one datasource and group: {groups}")
+        datasource = requests[0].datasource
+        lo = min(r.interval.start_millis for r in requests)
+        hi = max(r.interval.end_millis for r in requests)
+        span = Interval.of_millis(lo, hi)
         condition = (pc.field("kind") == LOCK) | (
-            pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(request.interval) & in_use()
+            pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use()
         )
 
         def decide(state: PartitionState) -> Decision[LockResult]:
             at = now_ms()
+            # Same versions and same instant for every request: one shared next version.
             versions = [r["version"] for r in state.of(SEGMENT) + state.of(PENDING)]
             locks = [lock_from_row(r) for r in state.of(LOCK)]
-            decision = decide_lock(
-                request,
-                locks,
-                existing_versions=versions,
-                now_millis=at,
-                lease_millis=self.lease_ms,
-            )
-            if decision.granted is None:
-                return Decision((), LockResult(None, conflicting=decision.conflicting))
+            granted: list[TaskLock] = []
+            revoked: list[TaskLock] = []
+            for request in requests:
+                decision = decide_lock(
+                    request,
+                    locks,
+                    existing_versions=versions,
+                    now_millis=at,
+                    lease_millis=self.lease_ms,
+                )
+                if decision.granted is None:
+                    return Decision((), LockResult(None, conflicting=decision.conflicting))
+                granted.append(decision.granted)
+                revoked += decision.revoke
             changes = expired_lock_deletes(state, at)
-            changes.append(Change("upsert", lock_row(decision.granted, now_ms=at)))
+            changes += [Change("upsert", lock_row(lk, now_ms=at)) for lk in granted]
             changes += [
-                Change("upsert", lock_row(replace(lk, revoked=True), now_ms=at))
-                for lk in decision.revoke
+                Change("upsert", lock_row(replace(lk, revoked=True), now_ms=at)) for lk in revoked
             ]
-            for lk in decision.revoke:
+            for lk in revoked:
                 logger.warning(
                     "lock %s of group %s revoked by %s (priority %d > %d)",
                     lk.lock_id,
                     lk.group_id,
-                    request.group_id,
-                    request.priority,
+                    requests[0].group_id,
+                    requests[0].priority,
                     lk.priority,
                 )
-            return Decision(changes, LockResult(decision.granted, revoked=decision.revoke))
+            return Decision(
+                changes, LockResult(granted[0], revoked=tuple(revoked), locks=tuple(granted))
+            )
 
         return transact(
             self.store,
-            request.datasource,
+            datasource,
             decide,
             operation="lock",
             condition=condition,
@@ -123,15 +151,23 @@ class Lockbox:
     ) -> TaskLock:
         """Like :meth:`try_lock`, but wait up to ``timeout_s`` for conflicting holders to
         release (or their leases to run out); raise :class:`LockRefused` after that."""
+        return self.lock_all([request], timeout_s=timeout_s, poll_s=poll_s)[0]
+
+    def lock_all(
+        self, requests: Sequence[LockRequest], *, timeout_s: float = 30.0, poll_s: float = 0.5
+    ) -> tuple[TaskLock, ...]:
+        """:meth:`try_lock_all`, waiting up to ``timeout_s`` for conflicting holders."""
         deadline = time.monotonic() + timeout_s
         while True:
-            result = self.try_lock(request)
+            result = self.try_lock_all(requests)
             if result.lock is not None:
-                return result.lock
+                return result.locks
             if time.monotonic() >= deadline:
+                first = requests[0]
                 raise LockRefused(
-                    f"lock on {request.datasource} {request.interval} for group "
-                    f"{request.group_id!r} refused after {timeout_s:.0f}s; held by "
+                    f"lock on {first.datasource} {first.interval}"
+                    + (f" (and {len(requests) - 1} more intervals)" if len(requests) > 1 else "")
+                    + f" for group {first.group_id!r} refused after {timeout_s:.0f}s; held by "
                     + ", ".join(
                         f"{lk.group_id} ({lk.lock_type.value}, priority "
                         f"{lk.priority}, until {lk.expires_millis})"

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import LockRefused, SpecError
 from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes
-from segmentlake.metadata.records import LOCK, PENDING, lock_from_row, segment_row
+from segmentlake.metadata.records import LOCK, PENDING, Row, lock_from_row, segment_row
 from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
@@ -36,8 +36,10 @@ def publish(
     *,
     group_id: str,
     release_locks: bool = True,
+    extra_rows: Sequence[Row] = (),
 ) -> PublishResult:
-    """Publish ``segments`` (all of ``datasource``) under the locks of ``group_id``.
+    """Publish ``segments`` (all of ``datasource``) under the locks of ``group_id``;
+    ``extra_rows`` (e.g. the task's report) are upserted in the same commit.
 
     Every segment must be covered by a live (held, unrevoked, unexpired) lock of the group with
     the segment's version; otherwise :class:`LockRefused` names the first uncovered segment
@@ -58,6 +60,7 @@ def publish(
                 raise LockRefused(_uncovered(seg, mine, at))
         published = {str(seg.id) for seg in segments}
         changes = [Change("insert", segment_row(seg, used=True, now_ms=at)) for seg in segments]
+        changes += [Change("upsert", row) for row in extra_rows]
         changes += [
             Change("delete", row) for row in state.of(PENDING) if row["payload"] in published
         ]

@@ -30,6 +30,7 @@ __all__ = [
     "Row",
     "lock_from_row",
     "lock_row",
+    "metadata_row",
     "pending_from_row",
     "pending_row",
     "segment_from_row",
@@ -67,7 +68,8 @@ FILE_SCHEMA = pa.schema(
 )
 
 
-def _row(datasource: str, kind: str, row_id: str, now_ms: int, **values: Any) -> Row:
+def metadata_row(datasource: str, kind: str, row_id: str, now_ms: int, **values: Any) -> Row:
+    """A row of ``kind`` with every column present (None where the kind does not use it)."""
     row: Row = dict.fromkeys(COLUMNS)
     row.update(datasource=datasource, kind=kind, id=row_id, updated_ms=now_ms, **values)
     return row
@@ -76,7 +78,7 @@ def _row(datasource: str, kind: str, row_id: str, now_ms: int, **values: Any) ->
 def segment_row(segment: DataSegment, *, used: bool, now_ms: int) -> Row:
     """A segment record; the descriptor JSON keeps everything Druid's ``payload`` keeps."""
     spec = segment.shard_spec
-    return _row(
+    return metadata_row(
         segment.datasource,
         SEGMENT,
         str(segment.id),
@@ -145,7 +147,7 @@ def _segment(row: Row, data: dict[str, Any], interval: Interval, spec: ShardSpec
 
 
 def lock_row(lock: TaskLock, *, now_ms: int) -> Row:
-    return _row(
+    return metadata_row(
         lock.datasource,
         LOCK,
         lock.lock_id,
@@ -204,7 +206,7 @@ class PendingSegment:
 
 def pending_row(pending: PendingSegment, *, now_ms: int) -> Row:
     sid = pending.segment_id
-    return _row(
+    return metadata_row(
         sid.datasource,
         PENDING,
         pending.request_key,

@@ -93,8 +93,10 @@ def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[
         f"{conf.get(_JAVA_OPTIONS, '')} -Dlog4j2.configurationFile={log4j.as_uri()}"
     )
     # Python workers must import what the driver imports: run them with this very interpreter,
-    # not whatever "python3" is first on PATH.
+    # not whatever "python3" is first on PATH. A local SparkContext takes the worker's Python
+    # from the environment only (the spark.pyspark.python conf is read by spark-submit).
     if "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
         conf["spark.pyspark.python"] = sys.executable
     if quiet_progress:
         conf["spark.ui.showConsoleProgress"] = "false"

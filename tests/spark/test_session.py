@@ -112,3 +112,19 @@ def test_logstore_reports_a_missing_log_dir(spark: SparkSession, tmp_path: Path)
 
     with pytest.raises(Py4JJavaError, match=r"java\.io\.FileNotFoundException"):
         _write(spark, str(missing), "{}", overwrite=False)
+
+
+def test_python_workers_run_the_drivers_interpreter(spark: SparkSession) -> None:
+    """UDFs need the driver's packages (pyarrow, segmentlake): a worker started from whatever
+    ``python3`` is on PATH would not have them."""
+    import sys
+
+    from pyspark.sql import functions as F
+
+    @F.udf("string")
+    def interpreter(_: int) -> str:
+        import sys as worker_sys
+
+        return worker_sys.executable
+
+    assert spark.range(1).select(interpreter("id")).first()[0] == sys.executable

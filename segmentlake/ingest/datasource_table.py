@@ -1,0 +1,99 @@
+"""The datasource's Delta table: one table per datasource, one partition per segment.
+
+Writes are blind Delta appends (partitioned by ``__segment``), which never conflict with each
+other; only the very first writes racing to create the table, or a write adding columns while
+another commits, can fail — before anything is committed — and are retried. What a write
+added (rows and bytes per segment) is read back from the Delta log: no extra Spark job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from segmentlake.ingest.rollup import SEGMENT_KEY
+from segmentlake.metadata.deltalog import DeltaLogClient
+
+__all__ = ["WrittenSegment", "datasource_path", "write_rows", "written_segments"]
+
+logger = logging.getLogger(__name__)
+
+# Delta failures that mean "not committed, try again": a concurrent table creation, protocol
+# or schema change. A blind append conflicts with nothing else.
+_RETRYABLE = (
+    "ProtocolChangedException",
+    "MetadataChangedException",
+    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
+    "DELTA_PROTOCOL_CHANGED",
+    "DELTA_METADATA_CHANGED",
+)
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenSegment:
+    """What one write put under one ``__segment`` value."""
+
+    key: str
+    num_rows: int
+    size: int
+    files: int
+
+
+def datasource_path(warehouse: str, datasource: str) -> str:
+    return f"{warehouse}/{datasource}"
+
+
+def write_rows(spark: SparkSession, path: str, rows: DataFrame) -> tuple[int, int]:
+    """Append ``rows`` (one Spark job) to the table at ``path``, creating it on first use;
+    return the table versions (before, after) between which the write committed."""
+    log = DeltaLogClient(spark, path)
+    for attempt in range(1, _ATTEMPTS + 1):
+        before = log.version()
+        try:
+            (
+                rows.write.format("delta")
+                .mode("append")
+                .option("mergeSchema", "true")
+                .partitionBy(SEGMENT_KEY)
+                .save(path)
+            )
+            return before, log.version()
+        except (Py4JJavaError, PySparkException) as err:
+            text = str(err)
+            if attempt == _ATTEMPTS or not any(marker in text for marker in _RETRYABLE):
+                raise
+            logger.info("write to %s raced a concurrent table change; retrying", path)
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def written_segments(
+    spark: SparkSession, path: str, versions: tuple[int, int], keys: Collection[str]
+) -> dict[str, WrittenSegment]:
+    """Rows, bytes and files per ``__segment`` value among ``keys`` added in ``versions``
+    (exclusive start, inclusive end), from the commits' ``add`` actions and their stats."""
+    wanted = set(keys)
+    totals: dict[str, list[int]] = {}
+    for add in DeltaLogClient(spark, path).added_files(versions[0] + 1, versions[1]):
+        key = (add.get("partitionValues") or {}).get(SEGMENT_KEY)
+        if key not in wanted:
+            continue
+        stats = json.loads(add.get("stats") or "{}")
+        if "numRecords" not in stats:
+            raise RuntimeError(
+                f"Delta wrote {add['path']} without row statistics; segmentlake needs "
+                "spark.databricks.delta.stats.collect on (the default)"
+            )
+        total = totals.setdefault(key, [0, 0, 0])
+        total[0] += int(stats["numRecords"])
+        total[1] += int(add.get("size") or 0)
+        total[2] += 1
+    return {k: WrittenSegment(k, rows, size, files) for k, (rows, size, files) in totals.items()}

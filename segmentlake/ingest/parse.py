@@ -1,0 +1,221 @@
+"""Input rows → parsed rows, as Spark expressions (Druid's input row parsing and transformSpec).
+
+:func:`parse_input` adds to the input DataFrame each row's epoch-millisecond time truncated to
+the query granularity, its time chunk, the typed metric inputs and ``__reason``: why the row is
+rejected (``None`` when it is kept). Nothing is dropped here, so the ingestion can count every
+rejected row by reason in the same pass that counts the kept rows per chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from segmentlake.core.granularity import WEEK_ORIGIN_MILLIS, Granularity
+from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
+from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
+from segmentlake.errors import SpecError
+
+__all__ = [
+    "CHUNK",
+    "FILTERED",
+    "OUTSIDE_INTERVAL",
+    "REASON",
+    "TIME",
+    "ParsedInput",
+    "floor_millis",
+    "is_parse_exception",
+    "metric_input",
+    "parse_input",
+]
+
+TIME = "__time_ms"  # epoch ms truncated to the query granularity
+CHUNK = "__chunk_ms"  # start of the row's segment-granularity bucket
+REASON = "__reason"  # why the row is rejected; null for rows kept
+FILTERED = "filtered"  # thrown away by transformSpec.filter
+OUTSIDE_INTERVAL = "outside interval"
+_DAY = 86_400_000
+_MONTH_UNITS = {1: "month", 3: "quarter", 12: "year"}
+# Druid's "auto": ISO strings or epoch millis; a string of digits is millis.
+_DIGITS = r"^\s*-?[0-9]+\s*$"
+
+
+def is_parse_exception(reason: str | None) -> bool:
+    """Whether a rejection counts against ``max_parse_exceptions`` (unparseable rows do;
+    filtered rows and rows outside the interval are thrown away on purpose)."""
+    return reason is not None and reason not in (FILTERED, OUTSIDE_INTERVAL)
+
+
+def metric_input(metric: MetricSpec) -> str:
+    """The column holding a metric's typed input."""
+    return f"__in_{metric.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedInput:
+    """The input with the parse columns added, and the dimensions the spec resolved to."""
+
+    frame: DataFrame
+    dimensions: tuple[str, ...]
+    timestamp_column: str
+
+
+def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None) -> ParsedInput:
+    """Apply ``spec``'s transforms, parse times and metric inputs, mark rejected rows.
+
+    Raises :class:`SpecError` before any Spark job when a named column is missing, a
+    transform or filter is not valid Spark SQL, or the timestamp column's type does not fit
+    the timestamp format.
+    """
+    frame = _transformed(df, spec)
+    columns = {f.name: f.dataType for f in frame.schema.fields}
+    ts_col = spec.timestamp_spec.column
+    _require(columns, [ts_col], "timestampSpec.column")
+    _require(columns, [m.field_name for m in spec.metrics if m.field_name], "metricsSpec fieldName")
+    dimensions = _dimensions(spec, columns)
+    raw_ms = _epoch_millis(F.col(ts_col), columns[ts_col], spec.timestamp_spec.format, ts_col)
+    raw = F.col(ts_col)
+    in_range = raw_ms.between(MIN_MILLIS, MAX_MILLIS - 1)
+    frame = frame.withColumn("__raw_ms", F.when(in_range, raw_ms))
+    ms = F.col("__raw_ms")
+    granularity = spec.granularity_spec
+    frame = frame.withColumns(
+        {
+            TIME: floor_millis(granularity.query_granularity, ms),
+            CHUNK: floor_millis(granularity.segment_granularity, ms),
+            **{metric_input(m): _typed_input(m, columns) for m in spec.metrics if m.field_name},
+        }
+    )
+    reason = F.when(raw.isNull(), F.lit("null timestamp")).when(
+        raw_ms.isNull(), F.lit(f"unparseable timestamp ({spec.timestamp_spec.format})")
+    )
+    reason = reason.when(ms.isNull(), F.lit("timestamp outside 0001-9999"))
+    for m in spec.metrics:
+        if m.field_name:
+            reason = reason.when(
+                F.col(m.field_name).isNotNull() & F.col(metric_input(m)).isNull(),
+                F.lit(f"unparseable {m.field_name!r} for {m.type} metric {m.name!r}"),
+            )
+    if spec.transform_spec.filter is not None:
+        keep = F.expr(spec.transform_spec.filter)
+        reason = reason.when(~F.coalesce(keep, F.lit(False)), F.lit(FILTERED))
+    if interval is not None:
+        outside = (ms < interval.start_millis) | (ms >= interval.end_millis)
+        reason = reason.when(outside, F.lit(OUTSIDE_INTERVAL))
+    try:
+        frame = frame.withColumn(REASON, reason).drop("__raw_ms")
+    except AnalysisException as err:  # only the filter can fail here
+        raise SpecError(
+            f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
+            f"condition over the input columns {df.columns}: {_first_line(err)}"
+        ) from err
+    return ParsedInput(frame, dimensions, ts_col)
+
+
+def floor_millis(granularity: Granularity, ms: Column) -> Column:
+    """Start (epoch ms) of ``granularity``'s bucket holding ``ms``, computed in UTC whatever
+    the session time zone (as :meth:`Granularity.bucket_start_millis`)."""
+    if granularity is Granularity.NONE:
+        return ms
+    if granularity is Granularity.ALL:
+        return F.when(ms.isNotNull(), F.lit(MIN_MILLIS))
+    if granularity is Granularity.WEEK:
+        return ms - F.pmod(ms - F.lit(WEEK_ORIGIN_MILLIS), F.lit(granularity.fixed_millis))
+    if granularity.fixed_millis:
+        return ms - F.pmod(ms, F.lit(granularity.fixed_millis))
+    # Calendar units through a DATE, which carries no time zone.
+    day = ((ms - F.pmod(ms, F.lit(_DAY))) / _DAY).cast("int")
+    start = F.trunc(F.date_from_unix_date(day), _MONTH_UNITS[granularity.months])
+    return F.unix_date(start).cast("long") * _DAY
+
+
+def _transformed(df: DataFrame, spec: IngestionSpec) -> DataFrame:
+    for t in spec.transform_spec.transforms:
+        try:
+            df = df.withColumn(t.name, F.expr(t.expression))
+        except AnalysisException as err:  # parse errors included
+            raise SpecError(
+                f"transform {t.name!r}: {t.expression!r} is not a valid Spark SQL expression "
+                f"over the input columns {df.columns}: {_first_line(err)}"
+            ) from err
+    return df
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _require(columns: dict[str, T.DataType], names: Sequence[str], where: str) -> None:
+    missing = [n for n in names if n not in columns]
+    if missing:
+        raise SpecError(f"{where} names {missing}, not among the input columns {sorted(columns)}")
+
+
+def _dimensions(spec: IngestionSpec, columns: dict[str, T.DataType]) -> tuple[str, ...]:
+    explicit = spec.dimensions_spec.dimensions
+    if explicit is not None:
+        _require(columns, list(explicit), "dimensionsSpec.dimensions")
+        return explicit
+    skip = {spec.timestamp_spec.column, *spec.dimensions_spec.exclusions}
+    skip |= {m.field_name for m in spec.metrics if m.field_name}
+    skip |= {m.name for m in spec.metrics}
+    # Hidden columns (``__time``, ``__segment`` of a re-ingested read) are never dimensions.
+    return tuple(c for c in columns if c not in skip and not c.startswith("__"))
+
+
+def _epoch_millis(raw: Column, dtype: T.DataType, fmt: str, name: str) -> Column:
+    """The timestamp column as epoch ms (null where it does not parse)."""
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_millis(raw)
+    if isinstance(dtype, T.TimestampNTZType):
+        # A wall-clock time without zone is read as UTC, like strings without an offset.
+        return F.unix_millis(F.from_utc_timestamp(raw.cast("timestamp"), F.current_timezone()))
+    if isinstance(dtype, T.DateType):
+        return F.unix_date(raw).cast("long") * _DAY
+    numeric = isinstance(dtype, T.NumericType)
+    if not numeric and not isinstance(dtype, T.StringType):
+        raise SpecError(
+            f"timestampSpec.column {name!r} has type {dtype.simpleString()}; expected a string, "
+            "a number, a date or a timestamp"
+        )
+    if fmt == "iso":
+        if numeric:
+            raise SpecError(
+                f"timestampSpec.format 'iso' needs a string column, but {name!r} is "
+                f"{dtype.simpleString()}; use 'millis', 'posix', 'micro' or 'nano'"
+            )
+        return F.unix_millis(F.try_to_timestamp(raw))
+    if fmt == "auto":
+        if numeric:
+            return _scaled(raw, 1.0)
+        return F.when(raw.rlike(_DIGITS), _scaled(raw, 1.0)).otherwise(
+            F.unix_millis(F.try_to_timestamp(raw))
+        )
+    factor = {"millis": 1.0, "posix": 1000.0, "micro": 1e-3, "nano": 1e-6}[fmt]
+    return _scaled(raw, factor)
+
+
+def _scaled(raw: Column, factor: float) -> Column:
+    """An epoch number times ``factor`` as whole ms; null when not a number or beyond any
+    representable time (so huge values never overflow a long)."""
+    value = raw.try_cast("double") * F.lit(factor)
+    return F.when(value.between(float(MIN_MILLIS), float(MAX_MILLIS)), F.floor(value))
+
+
+def _typed_input(metric: MetricSpec, columns: dict[str, T.DataType]) -> Column:
+    assert metric.field_name is not None
+    raw = F.col(metric.field_name)
+    if metric.type.startswith("long"):
+        return raw.try_cast("long")
+    if metric.type.startswith("double"):
+        return raw.try_cast("double")
+    # HLLSketchBuild: Spark's sketch takes int, bigint, string or binary values.
+    dtype = columns[metric.field_name]
+    if isinstance(dtype, T.IntegerType | T.LongType | T.StringType | T.BinaryType):
+        return raw
+    return raw.try_cast("string")

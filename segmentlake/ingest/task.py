@@ -1,0 +1,477 @@
+"""Batch ingestion tasks: ``append`` (segment locks) and ``overwrite`` (time-chunk locks).
+
+Both run the same four phases, each logged as it ends:
+
+1. **parse** — one Spark job counts the input rows per (time chunk, rejection reason): rows
+   kept per chunk decide how many segments each chunk gets (dynamic partitioning), and
+   unparseable rows beyond ``max_parse_exceptions`` fail the task before anything is written;
+2. **write** — one Spark job writes every segment of the call into the datasource's Delta
+   table, each under a ``__segment`` value unique to this task;
+3. **allocate** (append) — segment ids with their segment locks, in the existing chunks'
+   versions, in one metadata commit; an overwrite took its time-chunk locks before phase 1;
+4. **publish** — the segments (and an overwrite's tombstones) with the task's report, in one
+   metadata commit that checks the locks are still held and releases them.
+
+A failure anywhere publishes nothing: the rows already written are under keys no segment
+points to, so no reader sees them, and the old data stays visible.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.ingest_spec import IngestionSpec
+from segmentlake.core.interval import Interval
+from segmentlake.core.locks import LockGranularity, LockRequest, LockType
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import NumberedShardSpec, TombstoneShardSpec
+from segmentlake.errors import BadRowsError, LockRefused, SpecError
+from segmentlake.ingest.datasource_table import (
+    WrittenSegment,
+    datasource_path,
+    write_rows,
+    written_segments,
+)
+from segmentlake.ingest.parse import (
+    CHUNK,
+    FILTERED,
+    OUTSIDE_INTERVAL,
+    REASON,
+    ParsedInput,
+    is_parse_exception,
+    parse_input,
+)
+from segmentlake.ingest.report import RowStats, TaskReport
+from segmentlake.ingest.rollup import segment_rows, write_key
+from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.lockbox import Lockbox
+from segmentlake.metadata.publish import publish
+from segmentlake.metadata.store import now_ms
+from segmentlake.metadata.tasks import record_task, task_row
+
+__all__ = ["IngestTarget", "run_ingestion"]
+
+logger = logging.getLogger(__name__)
+
+# Hash buckets are filled unevenly; aiming at 80% of maxRowsPerSegment keeps every segment
+# under it unless a bucket is off by 25% (> 5 standard deviations from 400 rows up).
+_FILL = 0.8
+_SHOWN_BAD_ROWS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class IngestTarget:
+    """What an ingestion needs of a warehouse."""
+
+    spark: SparkSession
+    warehouse: str
+    lockbox: Lockbox
+
+
+@dataclass
+class _Run:
+    """The mutable state of one task while it runs."""
+
+    target: IngestTarget
+    mode: str
+    datasource: str
+    spec: IngestionSpec
+    interval: Interval | None
+    task_id: str
+    phases: dict[str, float] = field(default_factory=dict)
+    rows: RowStats = field(default_factory=RowStats)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - started
+            logger.info("%s: %s took %.2fs", self.task_id, name, self.phases[name])
+
+    def report(self, status: str, **values: Any) -> TaskReport:
+        return TaskReport(
+            task_id=self.task_id,
+            type=self.mode,
+            datasource=self.datasource,
+            status=status,
+            interval=None if self.interval is None else str(self.interval),
+            rows=self.rows,
+            phases=dict(self.phases),
+            **values,
+        )
+
+
+def run_ingestion(
+    target: IngestTarget,
+    df: DataFrame,
+    datasource: str,
+    spec: IngestionSpec,
+    *,
+    mode: str,
+    interval: Interval | None,
+    task_id: str | None,
+    lock_timeout_s: float,
+    priority: int = 0,
+) -> TaskReport:
+    """Run one append or overwrite task to the end and return its report (see the module)."""
+    _check_request(datasource, spec, mode, interval)
+    run = _Run(target, mode, datasource, spec, interval, task_id or _task_id(mode, datasource))
+    if spec.partitions_spec.max_total_rows is not None:
+        logger.info(
+            "%s: maxTotalRows has no effect: each segment streams from one Spark task to "
+            "storage, so no rows wait in memory to be pushed",
+            run.task_id,
+        )
+    with run.phase("parse"):
+        parsed = parse_input(df, spec, interval=interval)  # spec errors: before any lock
+    version = None
+    if mode == "overwrite":
+        with run.phase("lock"):
+            version = _lock_chunks(run, priority, lock_timeout_s)
+    try:
+        with _heartbeat(run, enabled=version is not None):
+            return _ingest(run, parsed, version, priority, lock_timeout_s)
+    except BaseException as err:
+        _fail(run, err)
+        raise
+
+
+def _ingest(
+    run: _Run, parsed: ParsedInput, version: str | None, priority: int, lock_timeout_s: float
+) -> TaskReport:
+    with run.phase("parse"):
+        per_chunk = _count(run, parsed)
+    buckets = {chunk: _segments_for(n, run.spec) for chunk, n in per_chunk.items()}
+    planned = {
+        write_key(run.task_id, chunk, b): (chunk, b)
+        for chunk, n in buckets.items()
+        for b in range(n)
+    }
+    rows = segment_rows(
+        parsed.frame, run.spec, parsed.dimensions, buckets=buckets, key_prefix=run.task_id
+    )
+    path = datasource_path(run.target.warehouse, run.datasource)
+    logger.info(
+        "%s: writing %d segment(s) in %d chunk(s) to %s",
+        run.task_id,
+        len(planned),
+        len(buckets),
+        path,
+    )
+    with run.phase("write"):
+        versions = write_rows(run.target.spark, path, rows)
+        written = written_segments(run.target.spark, path, versions, planned)
+    run.rows = _with_rows_out(run.rows, sum(w.num_rows for w in written.values()))
+    describe = _Describe(run, parsed.dimensions, path)
+    if version is not None:
+        segments = describe.overwrite(written, planned, version)
+    else:
+        with run.phase("allocate"):
+            segments = describe.append(written, planned, priority, lock_timeout_s)
+    data = [s for s in segments if not s.is_tombstone]
+    with run.phase("publish"):
+        report = run.report(
+            "SUCCESS",
+            segments=len(data),
+            tombstones=len(segments) - len(data),
+            bytes=sum(s.size for s in data),
+            files=sum(w.files for w in written.values()),
+            version=version,
+            largest_segment_rows=max((s.num_rows for s in data), default=0),
+        )
+        row = task_row(
+            run.datasource, run.task_id, report.to_json(), interval=run.interval, now_ms=now_ms()
+        )
+        publish(
+            run.target.lockbox, run.datasource, segments, group_id=run.task_id, extra_rows=[row]
+        )
+    report = run.report("SUCCESS", **{k: getattr(report, k) for k in _RESULT_FIELDS})
+    logger.info("%s", report.summary())
+    return report
+
+
+_RESULT_FIELDS = ("segments", "tombstones", "bytes", "files", "version", "largest_segment_rows")
+
+
+def _check_request(
+    datasource: str, spec: IngestionSpec, mode: str, interval: Interval | None
+) -> None:
+    if not isinstance(datasource, str) or not datasource or datasource.startswith("_"):
+        raise SpecError(
+            f"datasource must be a non-empty name not starting with '_', got {datasource!r}"
+        )
+    if any(c in datasource for c in "/\\:") or datasource != datasource.strip():
+        raise SpecError(
+            f"datasource {datasource!r} must not contain '/', '\\\\', ':' or edge spaces"
+        )
+    if not isinstance(spec, IngestionSpec):
+        raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
+    if mode == "overwrite":
+        if interval is None:
+            raise SpecError(
+                "overwrite needs the interval it replaces, e.g. interval='2024-01-01/P1D'"
+            )
+        granularity = spec.granularity_spec.segment_granularity
+        if interval.is_empty() or not granularity.is_aligned(interval):
+            raise SpecError(
+                f"overwrite interval {interval} must be non-empty and aligned to the segment "
+                f"granularity {granularity.name}: whole chunks are replaced, so a partial one "
+                f"would lose rows outside the interval; e.g. {_aligned(interval, granularity)}"
+            )
+
+
+def _aligned(interval: Interval, granularity: Granularity) -> Interval:
+    chunks = list(granularity.iterate(interval)) or [granularity.bucket(interval.start_millis)]
+    return Interval.of_millis(chunks[0].start_millis, chunks[-1].end_millis)
+
+
+def _task_id(mode: str, datasource: str) -> str:
+    safe = "".join(c if c.isascii() and c.isalnum() else "_" for c in datasource)[:40]
+    return f"{mode}_{safe}_{uuid.uuid4().hex[:12]}"
+
+
+def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
+    """One exclusive time-chunk lock per chunk of the interval, in one commit, one version."""
+    assert run.interval is not None
+    chunks = list(run.spec.granularity_spec.segment_granularity.iterate(run.interval))
+    requests = [
+        LockRequest(
+            run.task_id,
+            run.task_id,
+            run.datasource,
+            chunk,
+            LockType.EXCLUSIVE,
+            LockGranularity.TIME_CHUNK,
+            priority,
+        )
+        for chunk in chunks
+    ]
+    locks = run.target.lockbox.lock_all(requests, timeout_s=timeout_s)
+    logger.info("%s: locked %d chunk(s), version %s", run.task_id, len(locks), locks[0].version)
+    return locks[0].version
+
+
+def _count(run: _Run, parsed: ParsedInput) -> dict[int, int]:
+    """Kept rows per chunk; fills ``run.rows``; fails on too many unparseable rows."""
+    counts = parsed.frame.groupBy(CHUNK, REASON).count().collect()
+    per_chunk: dict[int, int] = {}
+    by_reason: dict[str, int] = {}
+    for row in counts:
+        reason, n = row[REASON], int(row["count"])
+        if reason is None:
+            per_chunk[int(row[CHUNK])] = n
+        else:
+            by_reason[reason] = by_reason.get(reason, 0) + n
+    unparseable = {r: n for r, n in by_reason.items() if is_parse_exception(r)}
+    run.rows = RowStats(
+        rows_in=sum(per_chunk.values()) + sum(by_reason.values()),
+        processed=sum(per_chunk.values()),
+        unparseable=sum(unparseable.values()),
+        filtered=by_reason.get(FILTERED, 0),
+        outside_interval=by_reason.get(OUTSIDE_INTERVAL, 0),
+        unparseable_by_reason=unparseable,
+    )
+    logger.info(
+        "%s: %d rows in, %d kept in %d chunk(s), %d unparseable, %d filtered, %d outside",
+        run.task_id,
+        run.rows.rows_in,
+        run.rows.processed,
+        len(per_chunk),
+        run.rows.unparseable,
+        run.rows.filtered,
+        run.rows.outside_interval,
+    )
+    if run.rows.unparseable > run.spec.max_parse_exceptions:
+        raise BadRowsError(_bad_rows_message(run, parsed), report=None)
+    return per_chunk
+
+
+def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
+    shown_columns = [c for c in parsed.frame.columns if not c.startswith("__")][:8]
+    bad = (
+        parsed.frame.where(
+            F.col(REASON).isNotNull() & ~F.col(REASON).isin(FILTERED, OUTSIDE_INTERVAL)
+        )
+        .select(REASON, *shown_columns)
+        .limit(_SHOWN_BAD_ROWS)
+        .collect()
+    )
+    examples = "\n".join(
+        f"  {r[REASON]}: " + ", ".join(f"{c}={r[c]!r}" for c in shown_columns) for r in bad
+    )
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(run.rows.unparseable_by_reason.items()))
+    return (
+        f"{run.task_id}: {run.rows.unparseable} unparseable row(s) ({reasons}) exceed "
+        f"maxParseExceptions={run.spec.max_parse_exceptions}; nothing was written. First "
+        f"offending rows:\n{examples}\nFix the rows or the timestampSpec/metricsSpec, or raise "
+        "max_parse_exceptions to skip them (they are counted in the task report)."
+    )
+
+
+def _segments_for(rows: int, spec: IngestionSpec) -> int:
+    limit = spec.partitions_spec.max_rows_per_segment
+    return 1 if rows <= limit else math.ceil(rows / (limit * _FILL))
+
+
+def _with_rows_out(rows: RowStats, rows_out: int) -> RowStats:
+    from dataclasses import replace
+
+    return replace(rows, rows_out=rows_out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Describe:
+    """Segment records for what a task wrote."""
+
+    run: _Run
+    dimensions: tuple[str, ...]
+    path: str
+
+    def segment(
+        self, sid_interval: Interval, version: str, spec: Any, w: WrittenSegment
+    ) -> DataSegment:
+        return DataSegment(
+            self.run.datasource,
+            sid_interval,
+            version,
+            spec,
+            load_spec={"type": "delta", "path": self.path, "segment": w.key},
+            dimensions=self.dimensions,
+            metrics=tuple(m.name for m in self.run.spec.metrics),
+            size=w.size,
+            num_rows=w.num_rows,
+        )
+
+    def overwrite(
+        self,
+        written: Mapping[str, WrittenSegment],
+        planned: Mapping[str, tuple[int, int]],
+        version: str,
+    ) -> list[DataSegment]:
+        """Each chunk's written segments numbered 0..n-1 of n core partitions (buckets that
+        got no rows are skipped); a tombstone for every chunk of the interval left empty."""
+        assert self.run.interval is not None
+        granularity = self.run.spec.granularity_spec.segment_granularity
+        by_chunk: dict[int, list[WrittenSegment]] = {}
+        for key in sorted(written, key=lambda k: planned[k]):
+            by_chunk.setdefault(planned[key][0], []).append(written[key])
+        segments = []
+        for chunk in granularity.iterate(self.run.interval):
+            found = by_chunk.get(chunk.start_millis, [])
+            if not found:
+                segments.append(
+                    DataSegment(
+                        self.run.datasource,
+                        chunk,
+                        version,
+                        TombstoneShardSpec(),
+                        load_spec={"type": "tombstone"},
+                    )
+                )
+            for i, w in enumerate(found):
+                segments.append(self.segment(chunk, version, NumberedShardSpec(i, len(found)), w))
+        return segments
+
+    def append(
+        self,
+        written: Mapping[str, WrittenSegment],
+        planned: Mapping[str, tuple[int, int]],
+        priority: int,
+        lock_timeout_s: float,
+    ) -> list[DataSegment]:
+        """Allocate an id (and segment lock) per written segment in its chunk's current
+        version, waiting up to ``lock_timeout_s`` while an overwrite holds the chunk."""
+        granularity = self.run.spec.granularity_spec.segment_granularity
+        keys = sorted(written, key=lambda k: planned[k])
+        requests = [
+            AllocateRequest(granularity.bucket(planned[k][0]), f"{self.run.task_id}|{k}")
+            for k in keys
+        ]
+        deadline = time.monotonic() + lock_timeout_s
+        while True:
+            try:
+                pending = allocate(
+                    self.run.target.lockbox,
+                    self.run.datasource,
+                    requests,
+                    group_id=self.run.task_id,
+                    task_id=self.run.task_id,
+                    priority=priority,
+                )
+                break
+            except LockRefused:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+        return [
+            self.segment(
+                p.segment_id.interval,
+                p.segment_id.version,
+                NumberedShardSpec(p.segment_id.partition_num, p.num_core_partitions),
+                written[k],
+            )
+            for k, p in zip(keys, pending, strict=True)
+        ]
+
+
+@contextmanager
+def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[None]:
+    """Renew the task's lock leases from locking to publishing, so a live task keeps them
+    however long it runs and a dead one loses them within one lease."""
+    if not enabled:
+        yield
+        return
+    lockbox = run.target.lockbox
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(lockbox.lease_ms / 3000):
+            try:
+                if not lockbox.heartbeat(run.datasource, run.task_id):
+                    logger.warning("%s: its locks are gone (revoked or expired)", run.task_id)
+            except Exception:  # the publish will find out; keep beating meanwhile
+                logger.warning("%s: heartbeat failed", run.task_id, exc_info=True)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{run.task_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _fail(run: _Run, err: BaseException) -> None:
+    """Release the task's locks and record its failure; never mask ``err``."""
+    lockbox = run.target.lockbox
+    message = (
+        f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    )
+    report = run.report("FAILED", error=message)
+    if isinstance(err, BadRowsError):
+        err.report = report
+    try:
+        lockbox.release(run.datasource, run.task_id)
+        row = task_row(
+            run.datasource, run.task_id, report.to_json(), interval=run.interval, now_ms=now_ms()
+        )
+        record_task(lockbox.store, row, policy=lockbox.retry)
+    except Exception:
+        logger.warning(
+            "%s: could not release locks or record the failure", run.task_id, exc_info=True
+        )
+    logger.error("%s", report.summary())

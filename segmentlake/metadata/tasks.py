@@ -1,0 +1,68 @@
+"""The task ledger: one metadata row per ingestion or compaction task, holding its report.
+
+A successful task's row is written in its publish commit, so a report exists exactly when
+the task's segments do; a failed task's row is written on its own afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow.compute as pc
+
+from segmentlake.core.interval import Interval
+from segmentlake.metadata.records import TASK, Row, metadata_row
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState
+from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+
+__all__ = ["record_task", "task_reports", "task_row"]
+
+
+def task_row(
+    datasource: str,
+    task_id: str,
+    report: Mapping[str, Any],
+    *,
+    interval: Interval | None,
+    now_ms: int,
+) -> Row:
+    """The ledger row of a task: its id, interval and JSON report (``type`` and ``status``
+    are read from the report by the ``tasks`` view)."""
+    return metadata_row(
+        datasource,
+        TASK,
+        task_id,
+        now_ms,
+        group_id=task_id,
+        task_id=task_id,
+        start_ms=None if interval is None else interval.start_millis,
+        end_ms=None if interval is None else interval.end_millis,
+        num_rows=report.get("rows_out"),
+        size_bytes=report.get("bytes"),
+        payload=json.dumps(report, separators=(",", ":"), default=str),
+    )
+
+
+def record_task(store: MetadataStore, row: Row, *, policy: RetryPolicy) -> None:
+    """Write (or replace) one task row in its own commit."""
+
+    def decide(state: PartitionState) -> Decision[None]:
+        return Decision([Change("upsert", row)], None)
+
+    transact(
+        store,
+        row["datasource"],
+        decide,
+        operation="task",
+        condition=(pc.field("kind") == TASK) & (pc.field("id") == row["id"]),
+        policy=policy,
+    )
+
+
+def task_reports(store: MetadataStore, datasource: str) -> list[dict[str, Any]]:
+    """Every recorded task report of ``datasource``, oldest first."""
+    rows = store.rows(datasource, pc.field("kind") == TASK, columns=("payload", "updated_ms"))
+    rows.sort(key=lambda r: r["updated_ms"])
+    return [json.loads(r["payload"]) for r in rows]

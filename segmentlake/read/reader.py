@@ -1,0 +1,102 @@
+"""Read exactly the visible timeline: one Delta scan pruned to the visible segments' partitions.
+
+The timeline (from the metadata) says which segments serve which pieces of time. The scan
+keeps the partitions (``__segment`` values, from each segment's load spec) of every visible
+segment — Delta prunes the other files from its log, without listing directories — and, for a
+segment that is only partly visible (a newer version covers some of its chunk), keeps only its
+rows inside the visible pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.errors import SpecError
+
+__all__ = ["TIME_COLUMN", "read_visible", "visible_partitions"]
+
+TIME_COLUMN = "__time"
+_KEY = "__segment"
+
+
+def visible_partitions(
+    timeline: VersionedIntervalTimeline, interval: Interval
+) -> tuple[list[str], dict[tuple[int, int], list[str]]]:
+    """The ``__segment`` values whose every row in ``interval`` is visible, and, per visible
+    piece that covers only part of its chunk, the values to read within that piece only."""
+    whole: dict[str, None] = {}
+    partial: dict[tuple[int, int], list[str]] = {}
+    for holder in timeline.lookup(interval):
+        keys = [_key(s) for s in holder.segments]
+        piece = holder.interval
+        # Clipped only by the query interval: the global time filter does that.
+        clipped_by_query = piece.start_millis == max(
+            holder.chunk_interval.start_millis, interval.start_millis
+        ) and piece.end_millis == min(holder.chunk_interval.end_millis, interval.end_millis)
+        if clipped_by_query:
+            whole.update(dict.fromkeys(keys))
+        else:
+            partial.setdefault(piece.key, []).extend(keys)
+    return list(whole), partial
+
+
+def read_visible(
+    spark: SparkSession,
+    path: str,
+    timeline: VersionedIntervalTimeline,
+    *,
+    interval: Interval | None = None,
+    columns: Sequence[str] | None = None,
+    filter: str | Column | None = None,
+) -> DataFrame:
+    """The visible rows of the datasource table at ``path`` (see the module), with ``__time``
+    and ``columns`` (default: every dimension and metric), matching ``filter``."""
+    span = interval or ETERNITY
+    whole, partial = visible_partitions(timeline, span)
+    table = spark.read.format("delta").load(path)
+    keys = whole + [k for ks in partial.values() for k in ks]
+    # A pure partition predicate first: Delta prunes files with it from the log alone.
+    rows = table.where(F.col(_KEY).isin(keys) if keys else F.lit(False))
+    if partial:
+        visible = F.col(_KEY).isin(whole) if whole else F.lit(False)
+        for (start, end), piece_keys in partial.items():
+            visible = visible | (F.col(_KEY).isin(piece_keys) & _within(start, end))
+        rows = rows.where(visible)
+    if interval is not None:
+        rows = rows.where(_within(interval.start_millis, interval.end_millis))
+    if filter is not None:
+        rows = rows.where(F.expr(filter) if isinstance(filter, str) else filter)
+    return rows.select(*_columns(table, columns))
+
+
+def _within(start: int, end: int) -> Column:
+    t = F.col(TIME_COLUMN)
+    return (t >= F.timestamp_millis(F.lit(start))) & (t < F.timestamp_millis(F.lit(end)))
+
+
+def _columns(table: DataFrame, wanted: Sequence[str] | None) -> list[str]:
+    available = [c for c in table.columns if c != _KEY]
+    if wanted is None:
+        return available
+    if isinstance(wanted, str):
+        raise SpecError(f"columns must be a list of names, got the string {wanted!r}")
+    missing = [c for c in wanted if c not in available]
+    if missing:
+        raise SpecError(f"columns {missing} are not in the datasource; it has {available}")
+    return [TIME_COLUMN, *[c for c in wanted if c != TIME_COLUMN]]
+
+
+def _key(segment: DataSegment) -> str:
+    key = segment.load_spec.get("segment")
+    if segment.load_spec.get("type") != "delta" or not isinstance(key, str):
+        raise SpecError(
+            f"segment {segment.id} has load spec {dict(segment.load_spec)}; segmentlake reads "
+            "{'type': 'delta', 'path': ..., 'segment': <__segment value>}"
+        )
+    return key

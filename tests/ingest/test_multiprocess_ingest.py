@@ -1,0 +1,94 @@
+"""Ingestion from separate Spark drivers: concurrent appends into one chunk both survive, and a
+driver killed in the middle of an overwrite leaves no visible row and blocks nobody for long."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from segmentlake.lake import Lake
+from tests.ingest.ingest_worker import SPEC
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.multiprocess,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
+
+WORKER = Path(__file__).with_name("ingest_worker.py")
+
+
+def start(warehouse: str, ds: str, mode: str, worker: int, directory: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), warehouse, ds, mode, str(worker), str(directory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,  # its JVM and Python workers die with it (killpg)
+    )
+
+
+def kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_concurrent_appends_into_one_chunk_both_survive(
+    spark: SparkSession, warehouse: str, tmp_path: Path
+) -> None:
+    lake = Lake(spark, warehouse)
+    rows = [("2024-01-01T00:00:00Z", "seed")]
+    lake.append(spark.createDataFrame(rows, "ts STRING, user STRING"), "wiki", SPEC)
+    procs = [start(warehouse, "wiki", "append", w, tmp_path) for w in range(2)]
+    try:
+        time.sleep(1)
+        (tmp_path / "go").touch()
+        outputs = [p.communicate(timeout=800)[0] for p in procs]
+    finally:
+        for proc in procs:
+            kill(proc)
+    for proc, output in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, output[-4000:]
+    users = {r.user for r in lake.read("wiki").collect()}
+    assert users == {"seed"} | {f"w{w}-{i}" for w in range(2) for i in range(50)}
+    segments = lake.used_segments("wiki")
+    assert sorted(s.shard_spec.partition_num for s in segments) == [0, 1, 2]
+    assert len({s.version for s in segments}) == 1
+    assert [t.status for t in lake.tasks("wiki")] == ["SUCCESS"] * 3
+
+
+def test_killed_overwrite_leaves_no_visible_rows_and_its_locks_expire(
+    spark: SparkSession, warehouse: str, tmp_path: Path
+) -> None:
+    lake = Lake(spark, warehouse)
+    old = spark.createDataFrame([("2024-01-01T00:00:00Z", "old")], "ts STRING, user STRING")
+    lake.append(old, "wiki", SPEC)
+    proc = start(warehouse, "wiki", "slow-overwrite", 0, tmp_path)
+    try:
+        deadline = time.monotonic() + 600
+        while not (tmp_path / "writing").exists():
+            assert proc.poll() is None, proc.communicate()[0][-4000:]
+            assert time.monotonic() < deadline, "the overwrite never started writing"
+            time.sleep(0.1)
+        time.sleep(1.0)  # well inside the write job, some rows already on their way
+        assert lake.locks("wiki"), "the overwrite should hold its time-chunk lock"
+    finally:
+        kill(proc)
+    assert [r.user for r in lake.read("wiki").collect()] == ["old"]
+    # Its lease (3 s) runs out; a new overwrite of the same day gets the lock and lands.
+    new = spark.createDataFrame([("2024-01-01T01:00:00Z", "new")], "ts STRING, user STRING")
+    report = lake.overwrite(new, "wiki", SPEC, interval="2024-01-01/P1D", lock_timeout_s=60)
+    assert report.status == "SUCCESS"
+    assert [r.user for r in lake.read("wiki").collect()] == ["new"]
