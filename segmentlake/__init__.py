@@ -33,6 +33,7 @@ from segmentlake.core.shard_spec import (
 )
 from segmentlake.core.timeline import TimelineObjectHolder, VersionedIntervalTimeline
 from segmentlake.errors import (
+    BadRowsError,
     CommitConflict,
     CommitStateUnknown,
     EnvironmentSetupError,
@@ -41,6 +42,7 @@ from segmentlake.errors import (
     SegmentLakeError,
     SpecError,
 )
+from segmentlake.ingest.report import RowStats, TaskReport
 
 if TYPE_CHECKING:
     from segmentlake.lake import Lake
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ETERNITY",
+    "BadRowsError",
     "CommitConflict",
     "CommitStateUnknown",
     "DataSegment",
@@ -70,12 +73,14 @@ __all__ = [
     "NumberedOverwriteShardSpec",
     "NumberedShardSpec",
     "Period",
+    "RowStats",
     "SegmentId",
     "SegmentLakeError",
     "ShardSpec",
     "SingleDimensionShardSpec",
     "SpecError",
     "TaskLock",
+    "TaskReport",
     "TimelineObjectHolder",
     "TimestampSpec",
     "TombstoneShardSpec",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from segmentlake.core.interval import ETERNITY, Interval, format_timestamp
 from segmentlake.lake import Lake
 
-__all__ = ["format_table", "print_locks", "print_segments", "print_timeline"]
+__all__ = ["format_table", "print_locks", "print_segments", "print_tasks", "print_timeline"]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -82,3 +82,39 @@ def print_timeline(lake: Lake, datasource: str, interval: str | None) -> None:
     ]
     print(format_table(("visible interval", "version", "segments", "rows", "partitions"), rows))
     print(f"{len(holders)} visible piece(s) of {datasource}")
+
+
+def print_tasks(lake: Lake, datasource: str, task_id: str | None) -> None:
+    """The task ledger of a datasource as a table, or one task's whole report."""
+    reports = lake.tasks(datasource)
+    if task_id is not None:
+        found = [r for r in reports if r.task_id == task_id]
+        print(found[0].summary() if found else f"no task {task_id!r} in {datasource}")
+        return
+    rows = [
+        (
+            r.task_id,
+            r.type,
+            r.status,
+            r.interval or "",
+            r.rows.rows_in,
+            r.rows.rows_out,
+            r.rows.unparseable + r.rows.filtered + r.rows.outside_interval,
+            r.segments,
+            f"{r.seconds:.1f}",
+        )
+        for r in reports
+    ]
+    header = (
+        "task",
+        "type",
+        "status",
+        "interval",
+        "rows in",
+        "rows out",
+        "rejected",
+        "segments",
+        "s",
+    )
+    print(format_table(header, rows))
+    print(f"{len(reports)} task(s) of {datasource}")

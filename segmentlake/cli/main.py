@@ -1,4 +1,4 @@
-"""``segmentlake`` sub-commands: quickstart, segments, locks, timeline."""
+"""``segmentlake`` sub-commands: quickstart, segments, locks, timeline, tasks."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("datasource")
         cmd.add_argument("--interval", help="ISO interval, e.g. 2024-01-01/P7D")
+    tasks = sub.add_parser("tasks", help="list a datasource's ingestion tasks and their reports")
+    tasks.add_argument("datasource")
+    tasks.add_argument("--id", dest="task_id", help="print this task's whole report")
     return parser
 
 
@@ -64,6 +67,8 @@ def _run(args: argparse.Namespace) -> int:
         return quickstart.run(lake, days=args.days, rows_per_day=args.rows_per_day)
     if args.command == "segments":
         inspect.print_segments(lake, args.datasource, args.interval)
+    elif args.command == "tasks":
+        inspect.print_tasks(lake, args.datasource, args.task_id)
     elif args.command == "locks":
         inspect.print_locks(lake, args.datasource)
     else:

@@ -200,7 +200,13 @@ def _ingest(
             run.target.lockbox, run.datasource, segments, group_id=run.task_id, extra_rows=[row]
         )
     report = run.report("SUCCESS", **{k: getattr(report, k) for k in _RESULT_FIELDS})
-    logger.info("%s", report.summary())
+    logger.info(
+        "%s: SUCCESS, %d segment(s), %d rows out, %.1fs",
+        run.task_id,
+        report.segments,
+        report.rows.rows_out,
+        report.seconds,
+    )
     return report
 
 
