@@ -2,8 +2,9 @@
 
 With rollup on, rows with equal (truncated time, dimensions) in a segment become one row whose
 metrics aggregate theirs (Druid's rollup); with rollup off each row keeps its own metrics
-(count 1, the input as its own sum, min and max). Rows are shuffled by segment once, so each
-segment is built by one Spark task and written as one file.
+(count 1, the input as its own sum, min and max). With rollup, rows are shuffled by segment
+once, so each segment is built by one Spark task and written as one file; without, rows are
+written by the tasks that read them, with no shuffle.
 """
 
 from __future__ import annotations
@@ -100,9 +101,9 @@ def segment_rows(
             .agg(*[_aggregate(m).alias(m.name) for m in spec.metrics])
             .select(time, *dims, *[F.col(m.name) for m in spec.metrics], F.col(SEGMENT_KEY))
         )
-    return shuffled.select(
-        time, *dims, *[_single(m).alias(m.name) for m in spec.metrics], SEGMENT_KEY
-    )
+    # Nothing to combine: rows go from the input's tasks straight to the table, as a plain
+    # partitioned write does (a segment may then be several files, one per input task).
+    return kept.select(time, *dims, *[_single(m).alias(m.name) for m in spec.metrics], SEGMENT_KEY)
 
 
 def _aggregate(metric: MetricSpec) -> Column:

@@ -447,7 +447,7 @@ def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[None]:
     def beat() -> None:
         while not stop.wait(lockbox.lease_ms / 3000):
             try:
-                if not lockbox.heartbeat(run.datasource, run.task_id):
+                if not lockbox.heartbeat(run.datasource, run.task_id) and not stop.is_set():
                     logger.warning("%s: its locks are gone (revoked or expired)", run.task_id)
             except Exception:  # the publish will find out; keep beating meanwhile
                 logger.warning("%s: heartbeat failed", run.task_id, exc_info=True)
