@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
@@ -76,15 +76,15 @@ def write_rows(spark: SparkSession, path: str, rows: DataFrame) -> tuple[int, in
 
 
 def written_segments(
-    spark: SparkSession, path: str, versions: tuple[int, int], keys: Collection[str]
+    spark: SparkSession, path: str, versions: tuple[int, int], keys: Callable[[str], bool]
 ) -> dict[str, WrittenSegment]:
-    """Rows, bytes and files per ``__segment`` value among ``keys`` added in ``versions``
-    (exclusive start, inclusive end), from the commits' ``add`` actions and their stats."""
-    wanted = set(keys)
+    """Rows, bytes and files per ``__segment`` value for which ``keys`` is true, added in
+    ``versions`` (exclusive start, inclusive end), from the commits' ``add`` actions and
+    their stats."""
     totals: dict[str, list[int]] = {}
     for add in DeltaLogClient(spark, path).added_files(versions[0] + 1, versions[1]):
         key = (add.get("partitionValues") or {}).get(SEGMENT_KEY)
-        if key not in wanted:
+        if key is None or not keys(key):
             continue
         stats = json.loads(add.get("stats") or "{}")
         if "numRecords" not in stats:

@@ -2,8 +2,8 @@
 
 :func:`parse_input` adds to the input DataFrame each row's epoch-millisecond time truncated to
 the query granularity, its time chunk, the typed metric inputs and ``__reason``: why the row is
-rejected (``None`` when it is kept). Nothing is dropped here, so the ingestion can count every
-rejected row by reason in the same pass that counts the kept rows per chunk.
+rejected (``None`` when it is kept). Nothing is dropped here, so the ingestion counts every
+rejected row by reason in the very job that writes the kept ones.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class ParsedInput:
     frame: DataFrame
     dimensions: tuple[str, ...]
     timestamp_column: str
+    reasons: tuple[str, ...]  # every value ``__reason`` can take
 
 
 def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None) -> ParsedInput:
@@ -91,22 +92,28 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
             **{metric_input(m): _typed_input(m, columns) for m in spec.metrics if m.field_name},
         }
     )
-    reason = F.when(raw.isNull(), F.lit("null timestamp")).when(
-        raw_ms.isNull(), F.lit(f"unparseable timestamp ({spec.timestamp_spec.format})")
-    )
-    reason = reason.when(ms.isNull(), F.lit("timestamp outside 0001-9999"))
-    for m in spec.metrics:
-        if m.field_name:
-            reason = reason.when(
-                F.col(m.field_name).isNotNull() & F.col(metric_input(m)).isNull(),
-                F.lit(f"unparseable {m.field_name!r} for {m.type} metric {m.name!r}"),
-            )
+    rejections: list[tuple[str, Column]] = [
+        ("null timestamp", raw.isNull()),
+        (f"unparseable timestamp ({spec.timestamp_spec.format})", raw_ms.isNull()),
+        ("timestamp outside 0001-9999", ms.isNull()),
+    ]
+    rejections += [
+        (
+            f"unparseable {m.field_name!r} for {m.type} metric {m.name!r}",
+            F.col(m.field_name).isNotNull() & F.col(metric_input(m)).isNull(),
+        )
+        for m in spec.metrics
+        if m.field_name
+    ]
     if spec.transform_spec.filter is not None:
         keep = F.expr(spec.transform_spec.filter)
-        reason = reason.when(~F.coalesce(keep, F.lit(False)), F.lit(FILTERED))
+        rejections.append((FILTERED, ~F.coalesce(keep, F.lit(False))))
     if interval is not None:
         outside = (ms < interval.start_millis) | (ms >= interval.end_millis)
-        reason = reason.when(outside, F.lit(OUTSIDE_INTERVAL))
+        rejections.append((OUTSIDE_INTERVAL, outside))
+    reason = F.when(rejections[0][1], F.lit(rejections[0][0]))
+    for text, condition in rejections[1:]:  # the first reason that applies
+        reason = reason.when(condition, F.lit(text))
     try:
         frame = frame.withColumn(REASON, reason).drop("__raw_ms")
     except AnalysisException as err:  # only the filter can fail here
@@ -114,7 +121,7 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
             f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
             f"condition over the input columns {df.columns}: {_first_line(err)}"
         ) from err
-    return ParsedInput(frame, dimensions, ts_col)
+    return ParsedInput(frame, dimensions, ts_col, tuple(text for text, _ in rejections))
 
 
 def floor_millis(granularity: Granularity, ms: Column) -> Column:

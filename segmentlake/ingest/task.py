@@ -1,15 +1,18 @@
 """Batch ingestion tasks: ``append`` (segment locks) and ``overwrite`` (time-chunk locks).
 
-Both run the same four phases, each logged as it ends:
+Both run these phases, each logged as it ends:
 
-1. **parse** — one Spark job counts the input rows per (time chunk, rejection reason): rows
-   kept per chunk decide how many segments each chunk gets (dynamic partitioning), and
-   unparseable rows beyond ``max_parse_exceptions`` fail the task before anything is written;
-2. **write** — one Spark job writes every segment of the call into the datasource's Delta
-   table, each under a ``__segment`` value unique to this task;
-3. **allocate** (append) — segment ids with their segment locks, in the existing chunks'
-   versions, in one metadata commit; an overwrite took its time-chunk locks before phase 1;
-4. **publish** — the segments (and an overwrite's tombstones) with the task's report, in one
+1. **parse** — the input's rows become Spark expressions (times, chunks, typed metric
+   inputs, a rejection reason); bad specs fail here, before anything else;
+2. **lock** (overwrite) — one exclusive time-chunk lock per chunk, all in one commit;
+3. **write** — ONE Spark job writes one segment per chunk into the datasource's Delta table,
+   under ``__segment`` values unique to this task, and counts every input row by fate as it
+   goes (observed metrics). Unparseable rows beyond ``max_parse_exceptions`` fail the task
+   right after it; a segment above ``max_rows_per_segment`` is split by one more job
+   (**split**, only for the chunks concerned);
+4. **allocate** (append) — segment ids with their segment locks, in the existing chunks'
+   versions, in one metadata commit;
+5. **publish** — the segments (and an overwrite's tombstones) with the task's report, in one
    metadata commit that checks the locks are still held and releases them.
 
 A failure anywhere publishes nothing: the rows already written are under keys no segment
@@ -20,15 +23,16 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.granularity import Granularity
@@ -45,7 +49,6 @@ from segmentlake.ingest.datasource_table import (
     written_segments,
 )
 from segmentlake.ingest.parse import (
-    CHUNK,
     FILTERED,
     OUTSIDE_INTERVAL,
     REASON,
@@ -54,7 +57,7 @@ from segmentlake.ingest.parse import (
     parse_input,
 )
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.rollup import segment_rows, write_key
+from segmentlake.ingest.rollup import key_order, segment_rows, split_rows
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
@@ -129,6 +132,11 @@ def run_ingestion(
 ) -> TaskReport:
     """Run one append or overwrite task to the end and return its report (see the module)."""
     _check_request(datasource, spec, mode, interval)
+    if task_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", task_id):
+        raise SpecError(
+            f"task_id {task_id!r} must be letters, digits, '_' and '-' only (it names the "
+            "task's storage partitions, which use '.' as a separator)"
+        )
     run = _Run(target, mode, datasource, spec, interval, task_id or _task_id(mode, datasource))
     if spec.partitions_spec.max_total_rows is not None:
         logger.info(
@@ -153,53 +161,41 @@ def run_ingestion(
 def _ingest(
     run: _Run, parsed: ParsedInput, version: str | None, priority: int, lock_timeout_s: float
 ) -> TaskReport:
-    with run.phase("parse"):
-        per_chunk = _count(run, parsed)
-    buckets = {chunk: _segments_for(n, run.spec) for chunk, n in per_chunk.items()}
-    planned = {
-        write_key(run.task_id, chunk, b): (chunk, b)
-        for chunk, n in buckets.items()
-        for b in range(n)
-    }
-    rows = segment_rows(
-        parsed.frame, run.spec, parsed.dimensions, buckets=buckets, key_prefix=run.task_id
-    )
     path = datasource_path(run.target.warehouse, run.datasource)
-    logger.info(
-        "%s: writing %d segment(s) in %d chunk(s) to %s",
-        run.task_id,
-        len(planned),
-        len(buckets),
-        path,
-    )
     with run.phase("write"):
-        versions = write_rows(run.target.spark, path, rows)
-        written = written_segments(run.target.spark, path, versions, planned)
-    run.rows = _with_rows_out(run.rows, sum(w.num_rows for w in written.values()))
+        written = _write(run, parsed, path)
+    if any(w.num_rows > run.spec.partitions_spec.max_rows_per_segment for w in written.values()):
+        with run.phase("split"):
+            written = _split(run, parsed, path, written)
+    run.rows = replace(run.rows, rows_out=sum(w.num_rows for w in written.values()))
     describe = _Describe(run, parsed.dimensions, path)
     if version is not None:
-        segments = describe.overwrite(written, planned, version)
+        segments = describe.overwrite(written, version)
     else:
         with run.phase("allocate"):
-            segments = describe.append(written, planned, priority, lock_timeout_s)
+            segments = describe.append(written, priority, lock_timeout_s)
     data = [s for s in segments if not s.is_tombstone]
+    results = {
+        "segments": len(data),
+        "tombstones": len(segments) - len(data),
+        "bytes": sum(s.size for s in data),
+        "files": sum(w.files for w in written.values()),
+        "version": version,
+        "largest_segment_rows": max((s.num_rows for s in data), default=0),
+    }
     with run.phase("publish"):
-        report = run.report(
-            "SUCCESS",
-            segments=len(data),
-            tombstones=len(segments) - len(data),
-            bytes=sum(s.size for s in data),
-            files=sum(w.files for w in written.values()),
-            version=version,
-            largest_segment_rows=max((s.num_rows for s in data), default=0),
-        )
+        # The ledger row goes in the publish commit: a report exists iff the segments do.
         row = task_row(
-            run.datasource, run.task_id, report.to_json(), interval=run.interval, now_ms=now_ms()
+            run.datasource,
+            run.task_id,
+            run.report("SUCCESS", **results).to_json(),
+            interval=run.interval,
+            now_ms=now_ms(),
         )
         publish(
             run.target.lockbox, run.datasource, segments, group_id=run.task_id, extra_rows=[row]
         )
-    report = run.report("SUCCESS", **{k: getattr(report, k) for k in _RESULT_FIELDS})
+    report = run.report("SUCCESS", **results)
     logger.info(
         "%s: SUCCESS, %d segment(s), %d rows out, %.1fs",
         run.task_id,
@@ -210,7 +206,50 @@ def _ingest(
     return report
 
 
-_RESULT_FIELDS = ("segments", "tombstones", "bytes", "files", "version", "largest_segment_rows")
+def _write(run: _Run, parsed: ParsedInput, path: str) -> dict[str, WrittenSegment]:
+    """Write one segment per chunk in one Spark job, counting every input row by fate in
+    that same job (Spark's observed metrics); what landed per write key. Too many
+    unparseable rows fail the task here: what was written is never published."""
+    observation = Observation(f"segmentlake-{run.task_id}")
+    counted = parsed.frame.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows_in"),
+        *[
+            F.count_if(F.col(REASON) == F.lit(reason)).alias(f"reason{i}")
+            for i, reason in enumerate(parsed.reasons)
+        ],
+    )
+    rows = segment_rows(counted, run.spec, parsed.dimensions, key_prefix=run.task_id)
+    logger.info("%s: writing to %s", run.task_id, path)
+    versions = write_rows(run.target.spark, path, rows)
+    _count(run, parsed, observation.get)
+    return written_segments(run.target.spark, path, versions, _key_filter(run.task_id, 1))
+
+
+def _key_filter(task_id: str, parts: int) -> Callable[[str], bool]:
+    """Recognises this task's write keys with ``parts`` numbers after the task id."""
+    prefix = f"{task_id}."
+
+    def mine(key: str) -> bool:
+        return key.startswith(prefix) and key.count(".") == parts
+
+    return mine
+
+
+def _split(
+    run: _Run, parsed: ParsedInput, path: str, written: dict[str, WrittenSegment]
+) -> dict[str, WrittenSegment]:
+    """Rewrite each segment above ``max_rows_per_segment`` as several (one more Spark job, for
+    the oversized chunks only); the first copies stay unpublished, hence invisible."""
+    limit = run.spec.partitions_spec.max_rows_per_segment
+    parts = {
+        k: math.ceil(w.num_rows / (limit * _FILL)) for k, w in written.items() if w.num_rows > limit
+    }
+    logger.info("%s: splitting %d oversized segment(s)", run.task_id, len(parts))
+    table = run.target.spark.read.format("delta").load(path)
+    versions = write_rows(run.target.spark, path, split_rows(table, parsed.dimensions, parts))
+    again = written_segments(run.target.spark, path, versions, _key_filter(run.task_id, 2))
+    return {k: w for k, w in written.items() if k not in parts} | again
 
 
 def _check_request(
@@ -226,6 +265,8 @@ def _check_request(
         )
     if not isinstance(spec, IngestionSpec):
         raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
+    if mode not in ("append", "overwrite"):
+        raise SpecError(f"an ingestion is an 'append' or an 'overwrite', not {mode!r}")
     if mode == "overwrite":
         if interval is None:
             raise SpecError(
@@ -271,39 +312,31 @@ def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
     return locks[0].version
 
 
-def _count(run: _Run, parsed: ParsedInput) -> dict[int, int]:
-    """Kept rows per chunk; fills ``run.rows``; fails on too many unparseable rows."""
-    counts = parsed.frame.groupBy(CHUNK, REASON).count().collect()
-    per_chunk: dict[int, int] = {}
-    by_reason: dict[str, int] = {}
-    for row in counts:
-        reason, n = row[REASON], int(row["count"])
-        if reason is None:
-            per_chunk[int(row[CHUNK])] = n
-        else:
-            by_reason[reason] = by_reason.get(reason, 0) + n
-    unparseable = {r: n for r, n in by_reason.items() if is_parse_exception(r)}
+def _count(run: _Run, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
+    """Fill ``run.rows`` from the write job's observed counts; fail on too many
+    unparseable rows."""
+    by_reason = {r: int(observed[f"reason{i}"]) for i, r in enumerate(parsed.reasons)}
+    unparseable = {r: n for r, n in by_reason.items() if n and is_parse_exception(r)}
+    rows_in = int(observed["rows_in"])
     run.rows = RowStats(
-        rows_in=sum(per_chunk.values()) + sum(by_reason.values()),
-        processed=sum(per_chunk.values()),
+        rows_in=rows_in,
+        processed=rows_in - sum(by_reason.values()),
         unparseable=sum(unparseable.values()),
         filtered=by_reason.get(FILTERED, 0),
         outside_interval=by_reason.get(OUTSIDE_INTERVAL, 0),
         unparseable_by_reason=unparseable,
     )
     logger.info(
-        "%s: %d rows in, %d kept in %d chunk(s), %d unparseable, %d filtered, %d outside",
+        "%s: %d rows in, %d kept, %d unparseable, %d filtered, %d outside the interval",
         run.task_id,
         run.rows.rows_in,
         run.rows.processed,
-        len(per_chunk),
         run.rows.unparseable,
         run.rows.filtered,
         run.rows.outside_interval,
     )
     if run.rows.unparseable > run.spec.max_parse_exceptions:
-        raise BadRowsError(_bad_rows_message(run, parsed), report=None)
-    return per_chunk
+        raise BadRowsError(_bad_rows_message(run, parsed))
 
 
 def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
@@ -322,21 +355,10 @@ def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(run.rows.unparseable_by_reason.items()))
     return (
         f"{run.task_id}: {run.rows.unparseable} unparseable row(s) ({reasons}) exceed "
-        f"maxParseExceptions={run.spec.max_parse_exceptions}; nothing was written. First "
+        f"maxParseExceptions={run.spec.max_parse_exceptions}; nothing was published. First "
         f"offending rows:\n{examples}\nFix the rows or the timestampSpec/metricsSpec, or raise "
         "max_parse_exceptions to skip them (they are counted in the task report)."
     )
-
-
-def _segments_for(rows: int, spec: IngestionSpec) -> int:
-    limit = spec.partitions_spec.max_rows_per_segment
-    return 1 if rows <= limit else math.ceil(rows / (limit * _FILL))
-
-
-def _with_rows_out(rows: RowStats, rows_out: int) -> RowStats:
-    from dataclasses import replace
-
-    return replace(rows, rows_out=rows_out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,19 +384,15 @@ class _Describe:
             num_rows=w.num_rows,
         )
 
-    def overwrite(
-        self,
-        written: Mapping[str, WrittenSegment],
-        planned: Mapping[str, tuple[int, int]],
-        version: str,
-    ) -> list[DataSegment]:
-        """Each chunk's written segments numbered 0..n-1 of n core partitions (buckets that
-        got no rows are skipped); a tombstone for every chunk of the interval left empty."""
+    def overwrite(self, written: Mapping[str, WrittenSegment], version: str) -> list[DataSegment]:
+        """Each chunk's written segments numbered 0..n-1 of n core partitions (split buckets
+        that got no rows are skipped); a tombstone for every chunk of the interval left
+        empty."""
         assert self.run.interval is not None
         granularity = self.run.spec.granularity_spec.segment_granularity
         by_chunk: dict[int, list[WrittenSegment]] = {}
-        for key in sorted(written, key=lambda k: planned[k]):
-            by_chunk.setdefault(planned[key][0], []).append(written[key])
+        for key in sorted(written, key=key_order):
+            by_chunk.setdefault(key_order(key)[0], []).append(written[key])
         segments = []
         for chunk in granularity.iterate(self.run.interval):
             found = by_chunk.get(chunk.start_millis, [])
@@ -393,18 +411,14 @@ class _Describe:
         return segments
 
     def append(
-        self,
-        written: Mapping[str, WrittenSegment],
-        planned: Mapping[str, tuple[int, int]],
-        priority: int,
-        lock_timeout_s: float,
+        self, written: Mapping[str, WrittenSegment], priority: int, lock_timeout_s: float
     ) -> list[DataSegment]:
         """Allocate an id (and segment lock) per written segment in its chunk's current
         version, waiting up to ``lock_timeout_s`` while an overwrite holds the chunk."""
         granularity = self.run.spec.granularity_spec.segment_granularity
-        keys = sorted(written, key=lambda k: planned[k])
+        keys = sorted(written, key=key_order)
         requests = [
-            AllocateRequest(granularity.bucket(planned[k][0]), f"{self.run.task_id}|{k}")
+            AllocateRequest(granularity.bucket(key_order(k)[0]), f"{self.run.task_id}|{k}")
             for k in keys
         ]
         deadline = time.monotonic() + lock_timeout_s
