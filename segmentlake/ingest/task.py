@@ -93,6 +93,8 @@ class _Run:
     spec: IngestionSpec
     interval: Interval | None
     task_id: str
+    # Names this task's storage partitions; random, so a retried task id never reuses them.
+    key_token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     phases: dict[str, float] = field(default_factory=dict)
     rows: RowStats = field(default_factory=RowStats)
 
@@ -219,19 +221,19 @@ def _write(run: _Run, parsed: ParsedInput, path: str) -> dict[str, WrittenSegmen
             for i, reason in enumerate(parsed.reasons)
         ],
     )
-    rows = segment_rows(counted, run.spec, parsed.dimensions, key_prefix=run.task_id)
+    rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
     logger.info("%s: writing to %s", run.task_id, path)
     versions = write_rows(run.target.spark, path, rows)
     _count(run, parsed, observation.get)
-    return written_segments(run.target.spark, path, versions, _key_filter(run.task_id, 1))
+    return written_segments(run.target.spark, path, versions, _key_filter(run.key_token, 1))
 
 
-def _key_filter(task_id: str, parts: int) -> Callable[[str], bool]:
-    """Recognises this task's write keys with ``parts`` numbers after the task id."""
-    prefix = f"{task_id}."
+def _key_filter(token: str, parts: int) -> Callable[[str], bool]:
+    """Recognises this task's write keys with ``parts`` numbers before its token."""
+    suffix = f".{token}"
 
     def mine(key: str) -> bool:
-        return key.startswith(prefix) and key.count(".") == parts
+        return key.endswith(suffix) and key.count(".") == parts
 
     return mine
 
@@ -248,7 +250,7 @@ def _split(
     logger.info("%s: splitting %d oversized segment(s)", run.task_id, len(parts))
     table = run.target.spark.read.format("delta").load(path)
     versions = write_rows(run.target.spark, path, split_rows(table, parsed.dimensions, parts))
-    again = written_segments(run.target.spark, path, versions, _key_filter(run.task_id, 2))
+    again = written_segments(run.target.spark, path, versions, _key_filter(run.key_token, 2))
     return {k: w for k, w in written.items() if k not in parts} | again
 
 
