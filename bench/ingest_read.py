@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake import Lake
-from segmentlake.cli.quickstart import sample_edits
+from segmentlake.cli.quickstart import SPEC, sample_edits
 from segmentlake.spark.session import spark_session
 
 START_MS = 1_704_067_200_000  # 2024-01-01
@@ -45,19 +45,13 @@ CONF = {"spark.ui.enabled": "false"}
 
 
 def spec(*, rollup: bool) -> dict:
+    """The quickstart's spec without its sketch (a plain table has no equivalent), rolled up
+    to the hour or not rolled up at all."""
+    granularity = {"segmentGranularity": "day", "queryGranularity": "hour" if rollup else "none"}
     return {
-        "timestampSpec": {"column": "timestamp", "format": "auto"},
-        "dimensionsSpec": {"dimensions": ["channel", "page", "user", "country"]},
-        "metricsSpec": [
-            {"type": "count", "name": "edits"},
-            {"type": "longSum", "name": "added", "fieldName": "added"},
-            {"type": "longSum", "name": "deleted", "fieldName": "deleted"},
-        ],
-        "granularitySpec": {
-            "segmentGranularity": "day",
-            "queryGranularity": "hour" if rollup else "none",
-            "rollup": rollup,
-        },
+        **SPEC,
+        "metricsSpec": [m for m in SPEC["metricsSpec"] if m["type"] != "HLLSketchBuild"],
+        "granularitySpec": {**granularity, "rollup": rollup},
     }
 
 

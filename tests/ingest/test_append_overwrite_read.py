@@ -21,6 +21,11 @@ DAY1 = [
     ("2024-01-01T02:30:00Z", "#de", "bob", 7),
 ]
 DAY2 = [("2024-01-02T10:00:00Z", "#en", "carol", 1)]
+# DAY1 as read back: (time, channel, user, edits, added), alice's two rows rolled up.
+DAY1_ROLLED_UP = [
+    ("2024-01-01T01:00:00Z", "#en", "alice", 2, 15),
+    ("2024-01-01T02:30:00Z", "#de", "bob", 1, 7),
+]
 
 
 def expected(spark: SparkSession, rows: list[tuple]) -> DataFrame:
@@ -45,11 +50,7 @@ def test_append_rolls_up_and_reads_back(spark: SparkSession, lake: Lake, ds: str
         lake.read(ds),
         expected(
             spark,
-            [
-                ("2024-01-01T01:00:00Z", "#en", "alice", 2, 15),
-                ("2024-01-01T02:30:00Z", "#de", "bob", 1, 7),
-                ("2024-01-02T10:00:00Z", "#en", "carol", 1, 1),
-            ],
+            [*DAY1_ROLLED_UP, ("2024-01-02T10:00:00Z", "#en", "carol", 1, 1)],
         ),
     )
     assert lake.read(ds).schema["__time"].dataType.simpleString() == "timestamp"
@@ -118,11 +119,8 @@ def test_finer_overwrite_clips_a_coarser_segment(spark: SparkSession, lake: Lake
         lake.read(ds),
         expected(
             spark,
-            [
-                ("2024-01-01T01:00:00Z", "#en", "alice", 2, 15),
-                ("2024-01-01T02:30:00Z", "#de", "bob", 1, 7),
-                ("2024-01-02T08:00:00Z", "#es", "hal", 1, 6),  # carol's day is overwritten
-            ],
+            # carol's day is overwritten
+            [*DAY1_ROLLED_UP, ("2024-01-02T08:00:00Z", "#es", "hal", 1, 6)],
         ),
     )
     # ... and back: a coarser overwrite with a newer version covers the day segment again.
