@@ -60,7 +60,9 @@ def segment_rows(
         return (
             kept.repartition(SEGMENT_KEY)
             .groupBy(F.col(SEGMENT_KEY), F.col(TIME), *dims)
-            .agg(*[_aggregate(m).alias(m.name) for m in spec.metrics])
+            # Without metrics, rollup keeps one row per (time, dimensions): the row count
+            # only lets Spark aggregate at all, and is dropped.
+            .agg(*[_aggregate(m).alias(m.name) for m in spec.metrics] or [F.count(F.lit(1))])
             .select(time, *dims, *metrics, F.col(SEGMENT_KEY))
         )
     if any(m.type == "HLLSketchBuild" for m in spec.metrics):

@@ -237,3 +237,12 @@ def test_timeline_after_overwrite_has_one_version_per_chunk(
     report = lake.overwrite(edits(spark, DAY1 + DAY2), ds, spec(), interval="2024-01-01/P2D")
     holders = lake.timeline(ds).lookup(Interval.parse("2024-01-01/P2D"))
     assert [h.version for h in holders] == [report.version, report.version]
+
+
+def test_rollup_without_metrics_keeps_one_row_per_time_and_dimensions(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    bare = {**spec(), "metricsSpec": []}
+    report = lake.append(edits(spark, DAY1 + DAY2), ds, bare)
+    assert report.rows.rows_out == 3  # alice's two identical (time, dims) rows are one
+    assert lake.read(ds).columns == ["__time", "channel", "user"]
