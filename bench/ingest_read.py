@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake import Lake
-from segmentlake.cli.quickstart import SPEC, sample_edits
+from segmentlake.cli.quickstart import SPEC, edits_of_days
 from segmentlake.spark.session import spark_session
 
 START_MS = 1_704_067_200_000  # 2024-01-01
@@ -57,12 +57,10 @@ def spec(*, rollup: bool) -> dict:
 
 def make_input(spark: SparkSession, path: str, rows: int, days: int) -> DataFrame:
     from datetime import UTC, datetime, timedelta
-    from functools import reduce
 
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    per_day = rows // days
-    parts = [sample_edits(spark, start + timedelta(days=d), per_day, seed=d) for d in range(days)]
-    reduce(DataFrame.unionByName, parts).write.format("delta").save(path)
+    every_day = [start + timedelta(days=d) for d in range(days)]
+    edits_of_days(spark, every_day, rows // days, seed=1).write.format("delta").save(path)
     return spark.read.format("delta").load(path)
 
 

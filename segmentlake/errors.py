@@ -18,6 +18,7 @@ __all__ = [
     "MetadataVersionError",
     "SegmentLakeError",
     "SpecError",
+    "first_line",
 ]
 
 
@@ -63,3 +64,9 @@ class MetadataVersionError(SegmentLakeError):
 
 class EnvironmentSetupError(SegmentLakeError):
     """The local environment cannot run segmentlake (missing JDK, unresolvable jars, ...)."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message (Spark's run to pages), or its type's name."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

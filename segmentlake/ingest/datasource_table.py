@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from segmentlake.ingest.rollup import SEGMENT_KEY
 from segmentlake.metadata.deltalog import DeltaLogClient
@@ -51,10 +51,10 @@ def datasource_path(warehouse: str, datasource: str) -> str:
     return f"{warehouse}/{datasource}"
 
 
-def write_rows(spark: SparkSession, path: str, rows: DataFrame) -> tuple[int, int]:
-    """Append ``rows`` (one Spark job) to the table at ``path``, creating it on first use;
+def write_rows(log: DeltaLogClient, rows: DataFrame) -> tuple[int, int]:
+    """Append ``rows`` (one Spark job) to the table ``log`` drives, creating it on first use;
     return the table versions (before, after) between which the write committed."""
-    log = DeltaLogClient(spark, path)
+    path = log.path
     for attempt in range(1, _ATTEMPTS + 1):
         before = log.version()
         try:
@@ -76,20 +76,21 @@ def write_rows(spark: SparkSession, path: str, rows: DataFrame) -> tuple[int, in
 
 
 def written_segments(
-    spark: SparkSession, path: str, versions: tuple[int, int], keys: Callable[[str], bool]
+    log: DeltaLogClient, versions: tuple[int, int], keys: Callable[[str], bool]
 ) -> dict[str, WrittenSegment]:
     """Rows, bytes and files per ``__segment`` value for which ``keys`` is true, added in
     ``versions`` (exclusive start, inclusive end), from the commits' ``add`` actions and
     their stats."""
     totals: dict[str, list[int]] = {}
-    for add in DeltaLogClient(spark, path).added_files(versions[0] + 1, versions[1]):
-        key = (add.get("partitionValues") or {}).get(SEGMENT_KEY)
+    for added in log.added_files(versions[0] + 1, versions[1]):
+        key = added.partition_values.get(SEGMENT_KEY)
         if key is None or not keys(key):
             continue
+        add = added.action
         stats = json.loads(add.get("stats") or "{}")
         if "numRecords" not in stats:
             raise RuntimeError(
-                f"Delta wrote {add['path']} without row statistics; segmentlake needs "
+                f"Delta wrote {added.path} without row statistics; segmentlake needs "
                 "spark.databricks.delta.stats.collect on (the default)"
             )
         total = totals.setdefault(key, [0, 0, 0])

@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from segmentlake.core.granularity import WEEK_ORIGIN_MILLIS, Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
-from segmentlake.errors import SpecError
+from segmentlake.errors import SpecError, first_line
 
 __all__ = [
     "CHUNK",
@@ -119,7 +119,7 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
     except AnalysisException as err:  # only the filter can fail here
         raise SpecError(
             f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
-            f"condition over the input columns {df.columns}: {_first_line(err)}"
+            f"condition over the input columns {df.columns}: {first_line(err)}"
         ) from err
     return ParsedInput(frame, dimensions, ts_col, tuple(text for text, _ in rejections))
 
@@ -148,13 +148,9 @@ def _transformed(df: DataFrame, spec: IngestionSpec) -> DataFrame:
         except AnalysisException as err:  # parse errors included
             raise SpecError(
                 f"transform {t.name!r}: {t.expression!r} is not a valid Spark SQL expression "
-                f"over the input columns {df.columns}: {_first_line(err)}"
+                f"over the input columns {df.columns}: {first_line(err)}"
             ) from err
     return df
-
-
-def _first_line(err: Exception) -> str:
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def _require(columns: dict[str, T.DataType], names: Sequence[str], where: str) -> None:

@@ -55,8 +55,6 @@ class TaskReport:
         data = asdict(self)
         data["rows"]["unparseable_by_reason"] = dict(self.rows.unparseable_by_reason)
         data["phases"] = {k: round(v, 3) for k, v in self.phases.items()}
-        # Flat copies for the SQL view and the ledger columns.
-        data["rows_out"] = self.rows.rows_out
         return data
 
     @classmethod

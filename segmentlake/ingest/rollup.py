@@ -56,23 +56,19 @@ def segment_rows(
     time = F.timestamp_millis(F.col(TIME)).alias("__time")
     dims = [F.col(d) for d in dimensions]
     metrics = [F.col(m.name) for m in spec.metrics]
+    keys = [F.col(SEGMENT_KEY), F.col(TIME), *dims]
     if spec.granularity_spec.rollup:
-        return (
-            kept.repartition(SEGMENT_KEY)
-            .groupBy(F.col(SEGMENT_KEY), F.col(TIME), *dims)
-            # Without metrics, rollup keeps one row per (time, dimensions): the row count
-            # only lets Spark aggregate at all, and is dropped.
-            .agg(*[_aggregate(m).alias(m.name) for m in spec.metrics] or [F.count(F.lit(1))])
-            .select(time, *dims, *metrics, F.col(SEGMENT_KEY))
-        )
-    if any(m.type == "HLLSketchBuild" for m in spec.metrics):
+        grouped = kept.repartition(SEGMENT_KEY).groupBy(*keys)
+    elif any(m.type == "HLLSketchBuild" for m in spec.metrics):
         # A sketch is an aggregate even of one row: group each row with itself.
-        return (
-            kept.select("*", F.monotonically_increasing_id().alias("__row"))
-            .groupBy(F.col("__row"), F.col(SEGMENT_KEY), F.col(TIME), *dims)
-            .agg(*[_aggregate(m).alias(m.name) for m in spec.metrics])
-            .select(time, *dims, *metrics, F.col(SEGMENT_KEY))
-        )
+        grouped = kept.groupBy(F.monotonically_increasing_id(), *keys)
+    else:
+        grouped = None
+    if grouped is not None:
+        # Without metrics, rollup keeps one row per (time, dimensions): the row count
+        # only lets Spark aggregate at all, and is dropped.
+        aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics] or [F.count(F.lit(1))]
+        return grouped.agg(*aggregates).select(time, *dims, *metrics, F.col(SEGMENT_KEY))
     # Nothing to combine: rows go from the input's tasks straight to the table, as a plain
     # partitioned write does (a segment may then be several files, one per input task).
     return kept.select(time, *dims, *[_single(m).alias(m.name) for m in spec.metrics], SEGMENT_KEY)

@@ -41,7 +41,7 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec, TombstoneShardSpec
-from segmentlake.errors import BadRowsError, LockRefused, SpecError
+from segmentlake.errors import BadRowsError, LockRefused, SpecError, first_line
 from segmentlake.ingest.datasource_table import (
     WrittenSegment,
     datasource_path,
@@ -59,6 +59,7 @@ from segmentlake.ingest.parse import (
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.rollup import key_order, segment_rows, split_rows
 from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
 from segmentlake.metadata.store import now_ms
@@ -223,9 +224,10 @@ def _write(run: _Run, parsed: ParsedInput, path: str) -> dict[str, WrittenSegmen
     )
     rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
     logger.info("%s: writing to %s", run.task_id, path)
-    versions = write_rows(run.target.spark, path, rows)
+    log = DeltaLogClient(run.target.spark, path)
+    versions = write_rows(log, rows)
     _count(run, parsed, observation.get)
-    return written_segments(run.target.spark, path, versions, _key_filter(run.key_token, 1))
+    return written_segments(log, versions, _key_filter(run.key_token, 1))
 
 
 def _key_filter(token: str, parts: int) -> Callable[[str], bool]:
@@ -249,8 +251,9 @@ def _split(
     }
     logger.info("%s: splitting %d oversized segment(s)", run.task_id, len(parts))
     table = run.target.spark.read.format("delta").load(path)
-    versions = write_rows(run.target.spark, path, split_rows(table, parsed.dimensions, parts))
-    again = written_segments(run.target.spark, path, versions, _key_filter(run.key_token, 2))
+    log = DeltaLogClient(run.target.spark, path)
+    versions = write_rows(log, split_rows(table, parsed.dimensions, parts))
+    again = written_segments(log, versions, _key_filter(run.key_token, 2))
     return {k: w for k, w in written.items() if k not in parts} | again
 
 
@@ -480,9 +483,7 @@ def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[None]:
 def _fail(run: _Run, err: BaseException) -> None:
     """Release the task's locks and record its failure; never mask ``err``."""
     lockbox = run.target.lockbox
-    message = (
-        f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
-    )
+    message = f"{type(err).__name__}: {first_line(err)}"
     report = run.report("FAILED", error=message)
     if isinstance(err, BadRowsError):
         err.report = report

@@ -50,12 +50,14 @@ _SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 @dataclass(frozen=True, slots=True)
 class LoggedFile:
-    """A data file as the log records it: its relative path, partition values, and
-    the JVM ``AddFile`` (needed to declare it read or to remove it)."""
+    """A data file as the log records it: its relative path, partition values, its
+    ``add`` action as Delta's JSON (size, stats) and the JVM ``AddFile`` (needed to
+    declare it read or to remove it)."""
 
     path: str
     partition_values: dict[str, str]
     add: Any
+    action: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,23 +119,11 @@ class DeltaLogClient:
         """The latest committed version (-1 while the table does not exist)."""
         return int(self.snapshot().version())
 
-    def added_files(self, start: int, end: int) -> list[dict[str, Any]]:
-        """The ``add`` actions (as Delta's JSON: path, partitionValues, size, stats) committed
-        in versions ``start..end``."""
+    def added_files(self, start: int, end: int) -> list[LoggedFile]:
+        """The files added in versions ``start..end`` (none when ``end < start``)."""
         if end < start:
             return []
-        converters = self._jvm.scala.jdk.javaapi.CollectionConverters
-        added = []
-        it = self._log.getChanges(start, self._none, True)
-        while it.hasNext():
-            pair = it.next()
-            if int(pair._1()) > end:
-                break
-            for action in self._items(converters.asJava(pair._2())):
-                data = json.loads(action.json())
-                if "add" in data:
-                    added.append(data["add"])
-        return added
+        return [f for change in self.changes(start, end) for f in change.added]
 
     def _change(self, version: int, actions: Any) -> LogChange:
         added: list[LoggedFile] = []
@@ -207,7 +197,12 @@ class DeltaLogClient:
             self._none,
             self._none,
         )
-        return LoggedFile(relative, dict(partition_values), add)
+        return LoggedFile(
+            relative,
+            dict(partition_values),
+            add,
+            {"path": relative, "size": len(data), "stats": stats},
+        )
 
     def _absolute(self, relative_path: str) -> Any:
         child = self._jvm.org.apache.hadoop.fs.Path(self._jvm.java.net.URI(relative_path))
@@ -276,4 +271,4 @@ def safe_name(name: str) -> str:
 
 
 def _logged_file(add: dict[str, Any], jvm_add: Any) -> LoggedFile:
-    return LoggedFile(add["path"], add.get("partitionValues") or {}, jvm_add)
+    return LoggedFile(add["path"], add.get("partitionValues") or {}, jvm_add, add)

@@ -39,7 +39,7 @@ def task_row(
         task_id=task_id,
         start_ms=None if interval is None else interval.start_millis,
         end_ms=None if interval is None else interval.end_millis,
-        num_rows=report.get("rows_out"),
+        num_rows=(report.get("rows") or {}).get("rows_out"),
         size_bytes=report.get("bytes"),
         payload=json.dumps(report, separators=(",", ":"), default=str),
     )
