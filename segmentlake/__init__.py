@@ -21,6 +21,11 @@ from segmentlake.core.ingest_spec import (
 )
 from segmentlake.core.interval import ETERNITY, Interval, Period
 from segmentlake.core.locks import LockGranularity, LockType, TaskLock
+from segmentlake.core.partitions_spec import (
+    DimensionRangePartitionsSpec,
+    HashedPartitionsSpec,
+    SingleDimensionPartitionsSpec,
+)
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.shard_spec import (
     DimensionRangeShardSpec,
@@ -54,6 +59,7 @@ __all__ = [
     "CommitConflict",
     "CommitStateUnknown",
     "DataSegment",
+    "DimensionRangePartitionsSpec",
     "DimensionRangeShardSpec",
     "DimensionsSpec",
     "DynamicPartitionsSpec",
@@ -62,6 +68,7 @@ __all__ = [
     "Granularity",
     "GranularitySpec",
     "HashBasedNumberedShardSpec",
+    "HashedPartitionsSpec",
     "IngestionSpec",
     "Interval",
     "Lake",
@@ -77,6 +84,7 @@ __all__ = [
     "SegmentId",
     "SegmentLakeError",
     "ShardSpec",
+    "SingleDimensionPartitionsSpec",
     "SingleDimensionShardSpec",
     "SpecError",
     "TaskLock",

@@ -23,6 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segmentlake.core.granularity import Granularity
+from segmentlake.core.partitions_spec import (
+    DynamicPartitionsSpec,
+    PartitionsSpec,
+    partitions_spec_from_dict,
+)
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -185,29 +190,6 @@ class TransformSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class DynamicPartitionsSpec:
-    """Druid's ``dynamic`` partitioning: a segment is cut after ``max_rows_per_segment`` rows;
-    ``max_total_rows`` bounds the rows a task holds before writing (None: no bound)."""
-
-    max_rows_per_segment: int = 5_000_000
-    max_total_rows: int | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_rows_per_segment, int) or self.max_rows_per_segment < 1:
-            raise SpecError(
-                "partitionsSpec.maxRowsPerSegment must be a positive integer, got "
-                f"{self.max_rows_per_segment!r}"
-            )
-        if self.max_total_rows is not None and (
-            not isinstance(self.max_total_rows, int) or self.max_total_rows < 1
-        ):
-            raise SpecError(
-                "partitionsSpec.maxTotalRows must be a positive integer or absent, got "
-                f"{self.max_total_rows!r}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
 class IngestionSpec:
     """Everything an ingestion task needs to know besides the rows and the datasource."""
 
@@ -216,7 +198,7 @@ class IngestionSpec:
     metrics: tuple[MetricSpec, ...] = ()
     granularity_spec: GranularitySpec = field(default_factory=GranularitySpec)
     transform_spec: TransformSpec = field(default_factory=TransformSpec)
-    partitions_spec: DynamicPartitionsSpec = field(default_factory=DynamicPartitionsSpec)
+    partitions_spec: PartitionsSpec = field(default_factory=DynamicPartitionsSpec)
     max_parse_exceptions: int = 0
 
     def __post_init__(self) -> None:
@@ -227,6 +209,7 @@ class IngestionSpec:
         clash = sorted(set(dims) & set(metric_names))
         if clash:
             raise SpecError(f"{clash} named both as dimension and as metric; rename one")
+        _check_partition_dimensions(self)
         if self.max_parse_exceptions < 0:
             raise SpecError(
                 f"maxParseExceptions must be >= 0, got {self.max_parse_exceptions} "
@@ -248,9 +231,7 @@ class IngestionSpec:
             metrics=tuple(_metric(m, i) for i, m in enumerate(schema.get("metricsSpec") or [])),
             granularity_spec=_granularity(schema.get("granularitySpec") or {}),
             transform_spec=_transform(schema.get("transformSpec") or {}),
-            partitions_spec=_partitions(
-                tuning.get("partitionsSpec") or schema.get("partitionsSpec") or {}
-            ),
+            partitions_spec=_partitions(tuning, schema),
             max_parse_exceptions=int(tuning.get("maxParseExceptions", 0)),
         )
 
@@ -302,17 +283,32 @@ def _transform(obj: Mapping[str, Any]) -> TransformSpec:
     return TransformSpec(tuple(transforms), filt)
 
 
-def _partitions(obj: Mapping[str, Any]) -> DynamicPartitionsSpec:
-    kind = obj.get("type", "dynamic")
-    if kind != "dynamic":
-        raise SpecError(
-            f"partitionsSpec type {kind!r} is not supported by this version; use 'dynamic' "
-            "(hashed and range partitioning for perfect rollup come with secondary partitioning)"
-        )
-    return DynamicPartitionsSpec(
-        max_rows_per_segment=obj.get("maxRowsPerSegment", 5_000_000),
-        max_total_rows=obj.get("maxTotalRows"),
+def _partitions(tuning: Mapping[str, Any], schema: Mapping[str, Any]) -> PartitionsSpec:
+    spec = partitions_spec_from_dict(
+        tuning.get("partitionsSpec") or schema.get("partitionsSpec") or {}
     )
+    force = tuning.get("forceGuaranteedRollup")
+    if force is not None and bool(force) != spec.perfect_rollup:
+        raise SpecError(
+            f"tuningConfig.forceGuaranteedRollup={force} contradicts partitionsSpec type "
+            f"{spec.type_name!r}: perfect rollup comes with 'hashed', 'range' or 'single_dim' "
+            "partitioning, best-effort rollup with 'dynamic'"
+        )
+    return spec
+
+
+def _check_partition_dimensions(spec: IngestionSpec) -> None:
+    partitions = spec.partitions_spec
+    if not partitions.perfect_rollup:
+        return
+    named = getattr(partitions, "partition_dimensions", ())
+    dims = spec.dimensions_spec.dimensions
+    missing = [d for d in named if dims is not None and d not in dims]
+    if missing:
+        raise SpecError(
+            f"partitionsSpec partition dimensions {missing} are not among the dimensions "
+            f"{list(dims or ())}; partition on dimensions the segments keep"
+        )
 
 
 def _no_duplicates(names: Sequence[str], where: str) -> None:

@@ -122,7 +122,15 @@ def test_bad_specs_name_the_field(mutate: Any, message: str) -> None:
 @pytest.mark.parametrize(
     ("tuning", "message"),
     [
-        ({"partitionsSpec": {"type": "hashed", "numShards": 2}}, r"'hashed' is not supported"),
+        ({"partitionsSpec": {"type": "hash", "numShards": 2}}, r"'hash' is not supported"),
+        (
+            {"partitionsSpec": {"type": "hashed", "partitionDimensions": ["nope"]}},
+            r"\['nope'\] are not among the dimensions",
+        ),
+        (
+            {"partitionsSpec": {"type": "dynamic"}, "forceGuaranteedRollup": True},
+            r"forceGuaranteedRollup=True contradicts",
+        ),
         ({"partitionsSpec": {"maxRowsPerSegment": 0}}, r"maxRowsPerSegment must be a positive"),
         ({"partitionsSpec": {"maxTotalRows": -1}}, r"maxTotalRows must be a positive"),
         ({"maxParseExceptions": -1}, r"maxParseExceptions must be >= 0"),
