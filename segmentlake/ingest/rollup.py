@@ -16,8 +16,17 @@ from pyspark.sql import functions as F
 
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.ingest.parse import CHUNK, REASON, TIME, metric_input
+from segmentlake.ingest.partitioning import BUCKET, Partitioning
 
-__all__ = ["SEGMENT_KEY", "key_order", "segment_rows", "split_rows", "write_key"]
+__all__ = [
+    "SEGMENT_KEY",
+    "kept_rows",
+    "key_order",
+    "perfect_rollup_rows",
+    "segment_rows",
+    "split_rows",
+    "write_key",
+]
 
 SEGMENT_KEY = "__segment"  # the Delta partition value that holds a segment's rows
 _AGGREGATES = {
@@ -44,13 +53,55 @@ def key_order(key: str) -> tuple[int, ...]:
     return tuple(int(part) for part in key.split(".")[:-1])
 
 
+def kept_rows(parsed: DataFrame) -> DataFrame:
+    """The parsed rows the task keeps (no rejection reason)."""
+    return parsed.where(F.col(REASON).isNull())
+
+
+def perfect_rollup_rows(
+    parsed: DataFrame,
+    spec: IngestionSpec,
+    dimensions: tuple[str, ...],
+    partitioning: Partitioning,
+    *,
+    key_token: str,
+) -> DataFrame:
+    """The rows to write for perfect rollup: rolled up per (chunk, time, dimensions) — Spark
+    combines each input task's rows before the shuffle (partial aggregation) and merges them
+    after — then tagged with their bucket and shuffled once more, rolled up, by
+    ``<chunk ms>.<bucket>.<token>``: one Spark task, one file, per segment."""
+    kept = kept_rows(parsed)
+    metrics = [F.col(m.name) for m in spec.metrics]
+    if spec.granularity_spec.rollup:
+        keys = [F.col(CHUNK), F.col(TIME), *[F.col(d) for d in dimensions]]
+        aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics]
+        rolled = kept.groupBy(*keys).agg(*(aggregates or [F.count(F.lit(1)).alias("__n")]))
+    else:
+        rolled = _unrolled(kept, spec, dimensions)
+    key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
+    tagged = partitioning.tag(rolled).withColumn(SEGMENT_KEY, F.concat(key, F.lit(f".{key_token}")))
+    time = F.timestamp_millis(F.col(TIME)).alias("__time")
+    return tagged.repartition(SEGMENT_KEY).select(
+        time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY)
+    )
+
+
+def _unrolled(kept: DataFrame, spec: IngestionSpec, dimensions: tuple[str, ...]) -> DataFrame:
+    """Each kept row with its own metrics (rollup off)."""
+    keys = [F.col(CHUNK), F.col(TIME), *[F.col(d) for d in dimensions]]
+    if any(m.type == "HLLSketchBuild" for m in spec.metrics):
+        # A sketch is an aggregate even of one row: group each row with itself.
+        grouped = kept.groupBy(F.monotonically_increasing_id(), *keys)
+        return grouped.agg(*[_aggregate(m).alias(m.name) for m in spec.metrics])
+    return kept.select(*keys, *[_single(m).alias(m.name) for m in spec.metrics])
+
+
 def segment_rows(
     parsed: DataFrame, spec: IngestionSpec, dimensions: tuple[str, ...], *, key_token: str
 ) -> DataFrame:
     """The rows to write: kept rows only, tagged with their chunk's write key, rolled up if
     the spec says so (one segment per chunk; :func:`split_rows` splits oversized ones)."""
-    kept = parsed.where(F.col(REASON).isNull())
-    kept = kept.withColumn(
+    kept = kept_rows(parsed).withColumn(
         SEGMENT_KEY, F.concat(F.col(CHUNK).cast("string"), F.lit(f".{key_token}"))
     )
     time = F.timestamp_millis(F.col(TIME)).alias("__time")

@@ -40,7 +40,7 @@ from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.segment import DataSegment
-from segmentlake.core.shard_spec import NumberedShardSpec, TombstoneShardSpec
+from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
 from segmentlake.errors import BadRowsError, LockRefused, SpecError, first_line
 from segmentlake.ingest.datasource_table import (
     WrittenSegment,
@@ -56,8 +56,15 @@ from segmentlake.ingest.parse import (
     is_parse_exception,
     parse_input,
 )
+from segmentlake.ingest.partitioning import Partitioning, determine_partitions
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.rollup import key_order, segment_rows, split_rows
+from segmentlake.ingest.rollup import (
+    kept_rows,
+    key_order,
+    perfect_rollup_rows,
+    segment_rows,
+    split_rows,
+)
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.lockbox import Lockbox
@@ -141,7 +148,7 @@ def run_ingestion(
             "task's storage partitions, which use '.' as a separator)"
         )
     run = _Run(target, mode, datasource, spec, interval, task_id or _task_id(mode, datasource))
-    if spec.partitions_spec.max_total_rows is not None:
+    if getattr(spec.partitions_spec, "max_total_rows", None) is not None:
         logger.info(
             "%s: maxTotalRows has no effect: each segment streams from one Spark task to "
             "storage, so no rows wait in memory to be pushed",
@@ -165,13 +172,23 @@ def _ingest(
     run: _Run, parsed: ParsedInput, version: str | None, priority: int, lock_timeout_s: float
 ) -> TaskReport:
     path = datasource_path(run.target.warehouse, run.datasource)
+    partitioning = None
+    if run.spec.partitions_spec.perfect_rollup:
+        with run.phase("determine_partitions"):
+            partitioning = determine_partitions(
+                kept_rows(parsed.frame),
+                run.spec.partitions_spec,
+                parsed.dimensions,
+                rollup=run.spec.granularity_spec.rollup,
+            )
     with run.phase("write"):
-        written = _write(run, parsed, path)
-    if any(w.num_rows > run.spec.partitions_spec.max_rows_per_segment for w in written.values()):
+        written = _write(run, parsed, path, partitioning)
+    limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
+    if partitioning is None and any(w.num_rows > limit for w in written.values()):
         with run.phase("split"):
             written = _split(run, parsed, path, written)
     run.rows = replace(run.rows, rows_out=sum(w.num_rows for w in written.values()))
-    describe = _Describe(run, parsed.dimensions, path)
+    describe = _Describe(run, parsed.dimensions, path, partitioning)
     if version is not None:
         segments = describe.overwrite(written, version)
     else:
@@ -209,10 +226,13 @@ def _ingest(
     return report
 
 
-def _write(run: _Run, parsed: ParsedInput, path: str) -> dict[str, WrittenSegment]:
-    """Write one segment per chunk in one Spark job, counting every input row by fate in
-    that same job (Spark's observed metrics); what landed per write key. Too many
-    unparseable rows fail the task here: what was written is never published."""
+def _write(
+    run: _Run, parsed: ParsedInput, path: str, partitioning: Partitioning | None
+) -> dict[str, WrittenSegment]:
+    """Write one segment per chunk (per bucket, with ``partitioning``) in one Spark job,
+    counting every input row by fate in that same job (Spark's observed metrics); what
+    landed per write key. Too many unparseable rows fail the task here: what was written is
+    never published."""
     observation = Observation(f"segmentlake-{run.task_id}")
     counted = parsed.frame.observe(
         observation,
@@ -222,12 +242,18 @@ def _write(run: _Run, parsed: ParsedInput, path: str) -> dict[str, WrittenSegmen
             for i, reason in enumerate(parsed.reasons)
         ],
     )
-    rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
+    if partitioning is None:
+        rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
+    else:
+        rows = perfect_rollup_rows(
+            counted, run.spec, parsed.dimensions, partitioning, key_token=run.key_token
+        )
     logger.info("%s: writing to %s", run.task_id, path)
     log = DeltaLogClient(run.target.spark, path)
     versions = write_rows(log, rows)
     _count(run, parsed, observation.get)
-    return written_segments(log, versions, _key_filter(run.key_token, 1))
+    parts = 1 if partitioning is None else 2
+    return written_segments(log, versions, _key_filter(run.key_token, parts))
 
 
 def _key_filter(token: str, parts: int) -> Callable[[str], bool]:
@@ -272,6 +298,13 @@ def _check_request(
         raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
     if mode not in ("append", "overwrite"):
         raise SpecError(f"an ingestion is an 'append' or an 'overwrite', not {mode!r}")
+    if mode == "append" and spec.partitions_spec.perfect_rollup:
+        raise SpecError(
+            f"partitionsSpec {spec.partitions_spec.type_name!r} means perfect rollup, which "
+            "needs every row of a chunk in one task under a time-chunk lock: use "
+            "overwrite(df, datasource, spec, interval=...) for it, or a 'dynamic' "
+            "partitionsSpec to append"
+        )
     if mode == "overwrite":
         if interval is None:
             raise SpecError(
@@ -373,6 +406,7 @@ class _Describe:
     run: _Run
     dimensions: tuple[str, ...]
     path: str
+    partitioning: Partitioning | None
 
     def segment(
         self, sid_interval: Interval, version: str, spec: Any, w: WrittenSegment
@@ -412,8 +446,14 @@ class _Describe:
                     )
                 )
             for i, w in enumerate(found):
-                segments.append(self.segment(chunk, version, NumberedShardSpec(i, len(found)), w))
+                spec = self._shard_spec(chunk.start_millis, key_order(w.key), i, len(found))
+                segments.append(self.segment(chunk, version, spec, w))
         return segments
+
+    def _shard_spec(self, chunk_ms: int, order: tuple[int, ...], i: int, n: int) -> ShardSpec:
+        if self.partitioning is None:
+            return NumberedShardSpec(i, n)
+        return self.partitioning.shard_spec(chunk_ms, order[1], i, n)
 
     def append(
         self, written: Mapping[str, WrittenSegment], priority: int, lock_timeout_s: float
