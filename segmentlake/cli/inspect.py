@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from segmentlake.core.interval import ETERNITY, Interval, format_timestamp
+from segmentlake.ingest.report import TaskReport, human_bytes
 from segmentlake.lake import Lake
 
 __all__ = ["format_table", "print_locks", "print_segments", "print_tasks", "print_timeline"]
@@ -102,6 +103,7 @@ def print_tasks(lake: Lake, datasource: str, task_id: str | None) -> None:
             r.rows.unparseable + r.rows.filtered + r.rows.outside_interval,
             r.segments,
             f"{r.seconds:.1f}",
+            *_spark_cells(r),
         )
         for r in reports
     ]
@@ -115,6 +117,19 @@ def print_tasks(lake: Lake, datasource: str, task_id: str | None) -> None:
         "rejected",
         "segments",
         "s",
+        "task s",
+        "bytes in",
+        "shuffled",
     )
     print(format_table(header, rows))
     print(f"{len(reports)} task(s) of {datasource}")
+
+
+def _spark_cells(report: TaskReport) -> tuple[str, str, str]:
+    """Spark task seconds, bytes read and bytes shuffled; blank where not measured."""
+    seconds, read, shuffled = report.task_seconds, report.bytes_processed, report.shuffle_bytes
+    return (
+        "" if seconds is None else f"{seconds:.1f}",
+        "" if read is None else human_bytes(read),
+        "" if shuffled is None else human_bytes(shuffled),
+    )

@@ -205,7 +205,7 @@ def _hashed_chunks(
     target = spec.target_rows_per_segment
     rows = _key_count(dimensions, rollup=rollup)
     chunks = {}
-    for r in kept.groupBy(CHUNK).agg(rows.alias("n")).toLocalIterator():
+    for r in kept.groupBy(CHUNK).agg(rows.alias("n")).collect():
         keys = int(r["n"])
         chunks[int(r[CHUNK])] = ChunkPartitions(max(1, math.ceil(keys / target)), (), keys)
     logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
@@ -243,7 +243,7 @@ def _range_chunks(
         .agg(F.min(_tuple(dims)).alias("start"), F.sum("n").alias("n"))
     )
     found: dict[int, list[tuple[int, tuple[str | None, ...], int]]] = {}
-    for r in cuts.toLocalIterator():
+    for r in cuts.collect():
         found.setdefault(int(r[CHUNK]), []).append((int(r[BUCKET]), tuple(r["start"]), int(r["n"])))
     chunks = {}
     for chunk, ranges in found.items():

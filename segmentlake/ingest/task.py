@@ -71,6 +71,7 @@ from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
 from segmentlake.metadata.store import now_ms
 from segmentlake.metadata.tasks import record_task, task_row
+from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
 __all__ = ["IngestTarget", "run_ingestion"]
 
@@ -104,15 +105,22 @@ class _Run:
     # Names this task's storage partitions; random, so a retried task id never reuses them.
     key_token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     phases: dict[str, float] = field(default_factory=dict)
+    phase_metrics: dict[str, JobMetrics] = field(default_factory=dict)
     rows: RowStats = field(default_factory=RowStats)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        """Time the block and sum the Spark work it runs (a failing phase counts too)."""
         started = time.monotonic()
+        jobs = None
         try:
-            yield
+            with measure_jobs(self.target.spark, f"{self.task_id}:{name}") as jobs:
+                yield
         finally:
             self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - started
+            if jobs is not None and jobs.metrics is not None:
+                before = self.phase_metrics.get(name, JobMetrics())
+                self.phase_metrics[name] = before + jobs.metrics
             logger.info("%s: %s took %.2fs", self.task_id, name, self.phases[name])
 
     def report(self, status: str, **values: Any) -> TaskReport:
@@ -124,6 +132,7 @@ class _Run:
             interval=None if self.interval is None else str(self.interval),
             rows=self.rows,
             phases=dict(self.phases),
+            phase_metrics={k: m.to_json() for k, m in self.phase_metrics.items()},
             **values,
         )
 

@@ -13,6 +13,12 @@ from segmentlake.metadata.store import MetadataStore
 __all__ = ["register_system_views"]
 
 _TS = "CAST(timestamp_millis({col}) AS TIMESTAMP)"
+# A sum over the phases of a task report's ``phase_metrics``; NULL when the report has none
+# (reports older than them, or Spark without a JVM), so unknown never reads as zero.
+_PHASE_SUM = (
+    "aggregate(map_values(phase_metrics), CAST(NULL AS BIGINT), "
+    "(total, phase) -> coalesce(total, 0) + coalesce(phase['{key}'], 0))"
+)
 
 _VIEWS = {
     "segments": f"""
@@ -40,8 +46,14 @@ _VIEWS = {
     "tasks": f"""
         SELECT id AS task_id, datasource, group_id, get_json_object(payload, '$.type') AS type,
                get_json_object(payload, '$.status') AS status,
-               {_TS.format(col="updated_ms")} AS updated, payload AS report
-        FROM delta.`{{path}}` WHERE kind = '{TASK}'""",
+               {_TS.format(col="updated_ms")} AS updated,
+               {_PHASE_SUM.format(key="executor_run_ms")} / 1000 AS task_seconds,
+               {_PHASE_SUM.format(key="input_bytes")} AS bytes_processed,
+               {_PHASE_SUM.format(key="shuffle_write_bytes")} AS shuffle_bytes,
+               payload AS report
+        FROM (SELECT *, from_json(get_json_object(payload, '$.phase_metrics'),
+                                  'map<string, map<string, bigint>>') AS phase_metrics
+              FROM delta.`{{path}}` WHERE kind = '{TASK}')""",
 }
 
 

@@ -226,8 +226,14 @@ def test_tasks_are_recorded_and_shown_in_the_view(spark: SparkSession, lake: Lak
     assert stored.segments == 1
     assert stored.status == "SUCCESS"
     lake.register_system_views()
-    row = spark.sql(f"SELECT type, status FROM segmentlake_tasks WHERE datasource = '{ds}'").first()
+    row = spark.sql(f"SELECT * FROM segmentlake_tasks WHERE datasource = '{ds}'").first()
     assert (row.type, row.status) == ("append", "SUCCESS")
+    # The Spark totals of the stored report (null where its phases were not measured).
+    assert (row.task_seconds, row.bytes_processed, row.shuffle_bytes) == (
+        stored.task_seconds,
+        stored.bytes_processed,
+        stored.shuffle_bytes,
+    )
 
 
 def test_timeline_after_overwrite_has_one_version_per_chunk(

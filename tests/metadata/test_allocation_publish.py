@@ -14,11 +14,14 @@ from pyspark.sql import SparkSession
 from segmentlake.core.interval import Interval, format_timestamp
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.errors import LockRefused, MetadataVersionError, SpecError
+from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.conflicts import is_commit_conflict
 from segmentlake.metadata.records import lock_row
-from segmentlake.metadata.store import Change
+from segmentlake.metadata.store import Change, now_ms
+from segmentlake.metadata.tasks import record_task, task_row
+from segmentlake.spark.job_metrics import JobMetrics
 
 from .support import (
     DAY,
@@ -143,6 +146,40 @@ def test_allocation_refused_by_an_exclusive_time_chunk_lock_unless_higher_priori
     assert {lk.group_id for lk in lake.locks(ds)} == {"urgent"}
     with pytest.raises(LockRefused, match="revoked"):
         lake.publish(ds, [segment(ds, DAY, overwrite.version)], group_id="overwrite")
+
+
+def test_tasks_view_sums_the_phase_metrics_of_each_report(lake: Lake, ds: str) -> None:
+    write = JobMetrics(jobs=2, executor_run_ms=3250, input_bytes=700, shuffle_write_bytes=90)
+    measured = TaskReport(
+        "measured",
+        "append",
+        ds,
+        "SUCCESS",
+        None,
+        RowStats(),
+        phases={"write": 2.0, "publish": 0.5},
+        # A phase without a job, and one stored with fewer keys than JobMetrics has now.
+        phase_metrics={"write": write.to_json(), "publish": {"jobs": 0}, "split": {"jobs": 1}},
+    )
+    old = replace(measured, task_id="old").to_json()
+    del old["phase_metrics"]  # as stored before the metrics existed
+    for report in (measured.to_json(), old):
+        row = task_row(ds, report["task_id"], report, interval=None, now_ms=now_ms())
+        record_task(lake.metadata, row, policy=lake.lockbox.retry)
+    lake.register_system_views(prefix="t_")
+
+    rows = lake.spark.sql(
+        f"SELECT task_id, task_seconds, bytes_processed, shuffle_bytes FROM t_tasks "
+        f"WHERE datasource = '{ds}'"
+    ).collect()
+
+    assert {r.task_id: tuple(r)[1:] for r in rows} == {
+        "measured": (3.25, 700, 90),
+        "old": (None, None, None),
+    }
+    stored = {r.task_id: r for r in lake.tasks(ds)}
+    assert stored["measured"] == measured
+    assert (stored["measured"].task_seconds, stored["old"].task_seconds) == (3.25, None)
 
 
 def test_publish_is_all_or_nothing_and_views_show_it(lake: Lake, ds: str) -> None:
