@@ -58,6 +58,7 @@ AGGREGATOR_TYPES: Mapping[str, bool] = {
     "HLLSketchBuild": True,
 }
 _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
+_DEFAULT_LG_K = 12
 _RESERVED_PREFIX = "__"
 
 
@@ -115,7 +116,7 @@ class MetricSpec:
     type: str
     name: str
     field_name: str | None = None
-    lg_k: int = 12
+    lg_k: int = _DEFAULT_LG_K
 
     def __post_init__(self) -> None:
         if self.type not in AGGREGATOR_TYPES:
@@ -235,6 +236,59 @@ class IngestionSpec:
             max_parse_exceptions=int(tuning.get("maxParseExceptions", 0)),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """Druid's JSON for this spec: ``{"dataSchema": ..., "tuningConfig": ...}`` (without
+        ``dataSource``), which :meth:`from_dict` reads back to an equal spec. A spec with an
+        empty (not ``None``) dimension tuple has no Druid form: Druid reads ``[]`` as "discover
+        every column"."""
+        dims = self.dimensions_spec
+        if dims.dimensions == ():
+            raise SpecError(
+                "a spec with no dimensions at all has no Druid JSON form (Druid reads an empty "
+                "dimension list as 'discover every column'); name at least one dimension"
+            )
+        granularity = self.granularity_spec
+        return {
+            "dataSchema": {
+                "timestampSpec": {
+                    "column": self.timestamp_spec.column,
+                    "format": self.timestamp_spec.format,
+                },
+                "dimensionsSpec": {
+                    "dimensions": list(dims.dimensions or ()),
+                    "dimensionExclusions": list(dims.exclusions),
+                },
+                "metricsSpec": [_metric_json(m) for m in self.metrics],
+                "granularitySpec": {
+                    "type": "uniform",
+                    "segmentGranularity": granularity.segment_granularity.name,
+                    "queryGranularity": granularity.query_granularity.name,
+                    "rollup": granularity.rollup,
+                },
+                "transformSpec": {
+                    "transforms": [
+                        {"type": "expression", "name": t.name, "expression": t.expression}
+                        for t in self.transform_spec.transforms
+                    ],
+                    "filter": self.transform_spec.filter,
+                },
+            },
+            "tuningConfig": {
+                "partitionsSpec": self.partitions_spec.to_json(),
+                "forceGuaranteedRollup": self.partitions_spec.perfect_rollup,
+                "maxParseExceptions": self.max_parse_exceptions,
+            },
+        }
+
+
+def _metric_json(metric: MetricSpec) -> dict[str, Any]:
+    obj: dict[str, Any] = {"type": metric.type, "name": metric.name}
+    if metric.field_name is not None:
+        obj["fieldName"] = metric.field_name
+    if metric.type == "HLLSketchBuild" or metric.lg_k != _DEFAULT_LG_K:
+        obj["lgK"] = metric.lg_k
+    return obj
+
 
 # -- Druid JSON readers --------------------------------------------------------------------
 
@@ -257,7 +311,9 @@ def _metric(obj: Any, index: int) -> MetricSpec:
     for key in ("type", "name"):
         if key not in obj:
             raise SpecError(f"metricsSpec[{index}] lacks {key!r}: {dict(obj)}")
-    return MetricSpec(obj["type"], obj["name"], obj.get("fieldName"), int(obj.get("lgK", 12)))
+    return MetricSpec(
+        obj["type"], obj["name"], obj.get("fieldName"), int(obj.get("lgK", _DEFAULT_LG_K))
+    )
 
 
 def _granularity(obj: Mapping[str, Any]) -> GranularitySpec:

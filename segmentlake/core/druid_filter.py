@@ -1,0 +1,263 @@
+"""Druid's filter JSON (``transformSpec.filter``) as a Spark SQL condition.
+
+segmentlake's ``transformSpec.filter`` is a Spark SQL string; a Druid task brings Druid's filter
+JSON instead. The common filters translate exactly:
+
+* ``selector`` / ``equals`` (string match) / ``in`` — Druid compares a value's string form, so
+  the column is cast to STRING: ``CAST(`location` AS STRING) = '3'`` matches the long 3;
+* ``equals`` / ``range`` with a numeric ``matchValueType`` and ``bound`` with ``numeric``
+  ordering compare as DOUBLE (``try_cast``: a value that is not a number never matches);
+* ``bound`` / ``range`` on strings compare UTF-8 strings (Druid's ``lexicographic`` order);
+* ``like``, ``null``, ``true``, ``false``, ``and``, ``or``, ``not``.
+
+Null semantics are Druid's SQL-compatible ones (the default since Druid 28): ``""`` is not
+null, ``{"type": "selector", "value": null}`` matches nulls. Everything else (``extractionFn``,
+``regex``, ``search``, ``javascript``, ``expression``, ``interval``, other orderings) is
+reported, with its JSON path, instead of being guessed at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["FILTER_TYPES", "druid_filter_sql", "sql_identifier", "sql_string"]
+
+# filterTuning only picks between Druid's bitmap indexes and row matching; Spark has neither.
+_NO_EFFECT = {"filterTuning"}
+_NUMERIC_TYPES = ("LONG", "FLOAT", "DOUBLE")
+
+
+def sql_identifier(name: str) -> str:
+    """A column name quoted for Spark SQL (backticks; a backtick doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal (Spark reads backslashes as escapes in literals)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class _Translator:
+    """Translates one filter tree, collecting every problem with its JSON path."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def fail(self, path: str, message: str) -> str:
+        self.problems.append(f"{path}: {message}")
+        return "FALSE"  # a placeholder; the caller discards the SQL when there are problems
+
+    def keys(self, obj: Mapping[str, Any], path: str, *accepted: str) -> None:
+        for key in obj:
+            if key not in accepted and key != "type" and key not in _NO_EFFECT:
+                self.fail(
+                    f"{path}.{key}",
+                    "not supported in a "
+                    f"{obj.get('type')!r} filter; accepted: {', '.join(sorted(accepted))}",
+                )
+
+    def column(self, obj: Mapping[str, Any], path: str, key: str) -> str:
+        name = obj.get(key)
+        if not isinstance(name, str) or not name:
+            self.fail(f"{path}.{key}", f"must be a column name, got {name!r}")
+            return "``"
+        return sql_identifier(name)
+
+    def text(self, value: Any, path: str) -> str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            self.fail(path, f"must be a string or a number, got {value!r}")
+            return "''"
+        return sql_string(value if isinstance(value, str) else _number_text(value))
+
+    def number(self, value: Any, path: str) -> str:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if isinstance(value, bool) or not math.isfinite(number):
+            self.fail(path, f"must be a finite number, got {value!r}")
+            return "0"
+        return repr(number)
+
+    def translate(self, obj: Any, path: str) -> str:
+        if not isinstance(obj, Mapping):
+            return self.fail(path, f"a Druid filter must be a JSON object, got {obj!r}")
+        kind = obj.get("type")
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            return self.fail(
+                f"{path}.type",
+                f"filter type {kind!r} is not supported; accepted: {', '.join(FILTER_TYPES)}, "
+                "or write the condition as a Spark SQL string",
+            )
+        if "extractionFn" in obj:
+            return self.fail(
+                f"{path}.extractionFn",
+                "extraction functions are not supported; derive a column with a transform "
+                "and filter on it",
+            )
+        return handler(self, obj, path)
+
+
+def _number_text(value: int | float) -> str:
+    # Druid matches a number's string form: 3 -> "3", 3.5 -> "3.5".
+    return str(int(value)) if isinstance(value, int) else repr(value)
+
+
+def _selector(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "dimension", "value")
+    column = t.column(obj, path, "dimension")
+    if obj.get("value") is None:
+        return f"({column} IS NULL)"
+    return f"(CAST({column} AS STRING) = {t.text(obj['value'], path + '.value')})"
+
+
+def _equals(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "column", "matchValueType", "matchValue")
+    column = t.column(obj, path, "column")
+    kind = str(obj.get("matchValueType", "STRING")).upper()
+    value = obj.get("matchValue")
+    if kind in _NUMERIC_TYPES:
+        return f"(try_cast({column} AS DOUBLE) = {t.number(value, path + '.matchValue')})"
+    if kind != "STRING":
+        return t.fail(
+            f"{path}.matchValueType",
+            f"{kind!r} is not supported; accepted: STRING, LONG, FLOAT, DOUBLE",
+        )
+    return f"(CAST({column} AS STRING) = {t.text(value, path + '.matchValue')})"
+
+
+def _in(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "dimension", "values")
+    column = t.column(obj, path, "dimension")
+    values = obj.get("values")
+    if not isinstance(values, list):
+        return t.fail(f"{path}.values", f"must be a list of values, got {values!r}")
+    parts = []
+    texts = [t.text(v, f"{path}.values[{i}]") for i, v in enumerate(values) if v is not None]
+    if texts:
+        parts.append(f"CAST({column} AS STRING) IN ({', '.join(texts)})")
+    if any(v is None for v in values):
+        parts.append(f"{column} IS NULL")
+    return "(" + (" OR ".join(parts) or "FALSE") + ")"
+
+
+def _null(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "column")
+    return f"({t.column(obj, path, 'column')} IS NULL)"
+
+
+def _like(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "dimension", "pattern", "escape")
+    column = t.column(obj, path, "dimension")
+    pattern = t.text(obj.get("pattern"), path + ".pattern")
+    escape = obj.get("escape")
+    if escape is None:
+        return f"(CAST({column} AS STRING) LIKE {pattern})"
+    if not isinstance(escape, str) or len(escape) != 1:
+        return t.fail(f"{path}.escape", f"must be one character, got {escape!r}")
+    return f"(CAST({column} AS STRING) LIKE {pattern} ESCAPE {sql_string(escape)})"
+
+
+def _bounds(
+    t: _Translator,
+    column: str,
+    lower: tuple[Any, bool],
+    upper: tuple[Any, bool],
+    numeric: bool,
+    path: str,
+) -> str:
+    """``lower``/``upper`` are (value or None, strict); ``column`` is already quoted."""
+    value = f"try_cast({column} AS DOUBLE)" if numeric else f"CAST({column} AS STRING)"
+    parts = []
+    for (bound, strict), ops, key in ((lower, (">", ">="), "lower"), (upper, ("<", "<="), "upper")):
+        if bound is None:
+            continue
+        literal = t.number(bound, f"{path}.{key}") if numeric else t.text(bound, f"{path}.{key}")
+        parts.append(f"{value} {ops[0] if strict else ops[1]} {literal}")
+    if not parts:  # no bound: every non-null value
+        parts.append(f"{column} IS NOT NULL")
+    return "(" + " AND ".join(parts) + ")"
+
+
+def _bound(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "dimension", "lower", "upper", "lowerStrict", "upperStrict", "ordering")
+    column = t.column(obj, path, "dimension")
+    ordering = obj.get("ordering", "lexicographic")
+    if isinstance(ordering, Mapping):
+        ordering = ordering.get("type")
+    if ordering not in ("lexicographic", "numeric"):
+        return t.fail(
+            f"{path}.ordering",
+            f"{ordering!r} is not supported; accepted: lexicographic, numeric",
+        )
+    lower = (obj.get("lower"), bool(obj.get("lowerStrict", False)))
+    upper = (obj.get("upper"), bool(obj.get("upperStrict", False)))
+    return _bounds(t, column, lower, upper, ordering == "numeric", path)
+
+
+def _range(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "column", "matchValueType", "lower", "upper", "lowerOpen", "upperOpen")
+    column = t.column(obj, path, "column")
+    kind = str(obj.get("matchValueType", "STRING")).upper()
+    if kind != "STRING" and kind not in _NUMERIC_TYPES:
+        return t.fail(
+            f"{path}.matchValueType",
+            f"{kind!r} is not supported; accepted: STRING, LONG, FLOAT, DOUBLE",
+        )
+    lower = (obj.get("lower"), bool(obj.get("lowerOpen", False)))
+    upper = (obj.get("upper"), bool(obj.get("upperOpen", False)))
+    return _bounds(t, column, lower, upper, kind in _NUMERIC_TYPES, path)
+
+
+def _junction(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "fields")
+    fields = obj.get("fields")
+    if not isinstance(fields, list) or not fields:
+        return t.fail(f"{path}.fields", f"must be a non-empty list of filters, got {fields!r}")
+    parts = [t.translate(f, f"{path}.fields[{i}]") for i, f in enumerate(fields)]
+    return "(" + f" {str(obj['type']).upper()} ".join(parts) + ")"
+
+
+def _not(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "field")
+    # Three-valued, as Druid's SQL-compatible mode: NOT of a comparison with null stays null,
+    # and the row is dropped (segmentlake keeps only rows whose filter is TRUE).
+    return f"(NOT {t.translate(obj.get('field'), path + '.field')})"
+
+
+def _constant(value: str) -> Callable[[_Translator, Mapping[str, Any], str], str]:
+    def translate(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+        t.keys(obj, path)
+        return value
+
+    return translate
+
+
+_HANDLERS: Mapping[str, Callable[[_Translator, Mapping[str, Any], str], str]] = {
+    "selector": _selector,
+    "equals": _equals,
+    "in": _in,
+    "null": _null,
+    "like": _like,
+    "bound": _bound,
+    "range": _range,
+    "and": _junction,
+    "or": _junction,
+    "not": _not,
+    "true": _constant("TRUE"),
+    "false": _constant("FALSE"),
+}
+FILTER_TYPES = tuple(_HANDLERS)
+
+
+def druid_filter_sql(obj: Any, path: str) -> tuple[str | None, list[str]]:
+    """Translate Druid's filter JSON at ``path`` into a Spark SQL condition: ``(sql, [])``, or
+    ``(None, problems)`` listing every part that has no exact translation, each with its path."""
+    translator = _Translator()
+    sql = translator.translate(obj, path)
+    if translator.problems:
+        return None, translator.problems
+    return sql, []

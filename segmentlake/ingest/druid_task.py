@@ -1,0 +1,325 @@
+"""Run a Druid native batch task (:class:`DruidIngestTask`) on Spark: find the input files, read
+them with Spark's readers, type the dimensions as Druid would, and append or overwrite.
+
+* **Files** — ``baseDir`` is walked recursively for names matching ``filter`` (plus ``files``);
+  empty files are skipped, as in Druid. Paths are local to the driver; on a cluster the
+  executors must see them at the same path (a shared mount).
+* **Reading** — ``json``: newline-delimited objects (``spark.read.json``; a malformed line
+  becomes a row with a null timestamp, i.e. unparseable); ``csv``/``tsv``: every column a
+  string, named by ``columns`` or the header, after ``skipHeaderRows`` lines of each file;
+  ``parquet``: each file's schema merged.
+* **Dimension types** — a dimension typed ``long``/``float``/``double`` is cast to
+  BIGINT/FLOAT/DOUBLE (``try_cast``: a value that is not a number becomes null); a ``string``
+  dimension (the default, as in Druid) to STRING, so JSON numbers and booleans become "3" and
+  "true"; ``auto`` dimensions and, with ``useSchemaDiscovery``, discovered ones keep the input's
+  type. Arrays, maps and structs as string dimensions are refused (no multi-value dimensions).
+* **Mode** — ``appendToExisting: true``: ``lake.append`` (rows outside the intervals, if any,
+  are skipped). Otherwise ``lake.overwrite`` of the intervals' whole chunks: with
+  ``dropExisting: true`` every chunk of it is replaced (those without rows by tombstones); with
+  ``dropExisting: false`` (Druid's default) only the chunks that get rows are, as in Druid —
+  when the interval holds data already, one extra Spark job finds those chunks first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from segmentlake.core.druid_task import DruidIngestTask, InputFormat, LocalInputSource
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.interval import Interval
+from segmentlake.errors import BadRowsError, SpecError
+from segmentlake.ingest.parse import (
+    CHUNK,
+    FILTERED,
+    OUTSIDE_INTERVAL,
+    REASON,
+    is_parse_exception,
+    parse_input,
+)
+from segmentlake.ingest.report import RowStats, TaskReport
+
+if TYPE_CHECKING:  # the engine is called with the surface's Lake; it never imports it
+    from segmentlake.lake import Lake
+
+__all__ = ["input_files", "read_input", "run_druid_task", "typed_dimensions"]
+
+logger = logging.getLogger(__name__)
+
+_CAST_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
+# Hidden (``__``), so it is never a discovered dimension: Spark's raw text of a malformed line.
+_CORRUPT = "__corrupt_record"
+# Spark reads paths as Hadoop globs; a literal file name must not be one.
+_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
+
+
+def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = None) -> TaskReport:
+    """Run ``task`` on ``lake`` and return its report. ``task_id`` (default: the task's
+    ``id``, else generated) names the task in the warehouse's task ledger."""
+    files = input_files(task.input_source)
+    logger.info("%s: reading %d %s file(s)", task.datasource, len(files), task.input_format.type)
+    frame = typed_dimensions(read_input(lake.spark, files, task), task)
+    options: dict[str, Any] = {
+        "task_id": task_id or task.task_id,
+        "priority": task.priority or 0,
+    }
+    if task.lock_timeout_ms is not None:
+        options["lock_timeout_s"] = task.lock_timeout_ms / 1000
+    if task.append_to_existing:
+        return lake.append(frame, task.datasource, task.spec, interval=task.interval, **options)
+    interval = task.interval
+    assert interval is not None  # DruidIngestTask requires intervals for an overwrite
+    if task.drop_existing or not lake.used_segments(task.datasource, interval):
+        # Nothing to keep in chunks without rows: replacing the whole interval is the same.
+        return lake.overwrite(frame, task.datasource, task.spec, interval=interval, **options)
+    frame = frame.persist()  # read once for the chunk job and once for the write
+    try:
+        chunks = _chunks_with_rows(frame, task, interval)
+        if chunks is None:
+            return _nothing_to_replace(frame, task, interval, options.get("task_id"))
+        return lake.overwrite(frame, task.datasource, task.spec, interval=chunks, **options)
+    finally:
+        frame.unpersist()
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def input_files(source: LocalInputSource) -> list[str]:
+    """The absolute paths of the non-empty input files, sorted (Druid's ``local`` source);
+    :class:`SpecError` when there are none."""
+    found: set[Path] = set()
+    if source.base_dir is not None:
+        base = Path(source.base_dir).expanduser().absolute()
+        if not base.is_dir():
+            raise SpecError(
+                f"inputSource.baseDir {source.base_dir!r} ({base}) is not a directory; "
+                "relative paths are relative to the working directory"
+            )
+        found.update(p for p in _walk(base) if source.matches(p.name))
+    missing = []
+    for name in source.files:
+        path = Path(name).expanduser().absolute()
+        if path.is_file():
+            found.add(path)
+        else:
+            missing.append(name)
+    if missing:
+        raise SpecError(
+            f"inputSource.files {missing} are not files (working directory {os.getcwd()})"
+        )
+    files = sorted(str(p) for p in found if p.stat().st_size > 0)
+    if not files:
+        raise SpecError(_no_files_message(source, empty=len(found)))
+    return files
+
+
+def _walk(base: Path) -> Iterator[Path]:
+    for folder, _, names in os.walk(base, followlinks=True):
+        for name in names:
+            path = Path(folder) / name
+            if path.is_file():
+                yield path
+
+
+def _no_files_message(source: LocalInputSource, *, empty: int) -> str:
+    where = []
+    if source.base_dir is not None:
+        where.append(f"under baseDir {source.base_dir!r} matching filter {source.filter!r}")
+    if source.files:
+        where.append(f"in files {list(source.files)}")
+    skipped = f" ({empty} empty file(s) skipped, as Druid does)" if empty else ""
+    return (
+        f"no input files {' or '.join(where)}{skipped}; the filter is a wildcard on file names "
+        "('*' and '?'), matched in baseDir and its subdirectories"
+    )
+
+
+def _spark_path(path: str) -> str:
+    return "file://" + _GLOB_CHARS.sub(r"\\\1", path)
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def read_input(spark: SparkSession, files: Sequence[str], task: DruidIngestTask) -> DataFrame:
+    """The rows of ``files`` as the task's inputFormat reads them (no Spark job yet, except
+    the schema inference of JSON and the header of CSV)."""
+    fmt = task.input_format
+    paths = [_spark_path(f) for f in files]
+    if fmt.type == "json":
+        return _read_json(spark, paths, task)
+    if fmt.type == "parquet":
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+        if fmt.binary_as_string:
+            binary = [f.name for f in frame.schema.fields if isinstance(f.dataType, T.BinaryType)]
+            frame = frame.withColumns({n: F.col(n).cast("string") for n in binary})
+        return frame
+    return _read_text(spark, paths, fmt)
+
+
+def _read_json(spark: SparkSession, paths: list[str], task: DruidIngestTask) -> DataFrame:
+    spec = task.spec
+    # Druid without keepNullColumns never discovers a field that is null in every row.
+    drop_null = not task.input_format.keep_null_columns and spec.dimensions_spec.dimensions is None
+    frame = (
+        spark.read.option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", _CORRUPT)
+        .option("dropFieldIfAllNull", str(drop_null).lower())
+        .json(paths)
+    )
+    # Columns the spec names must exist even when null everywhere (Druid reads them as null).
+    named = [spec.timestamp_spec.column, *(m.field_name for m in spec.metrics if m.field_name)]
+    absent = {n: F.lit(None).cast("string") for n in named if n and n not in frame.columns}
+    return frame.withColumns(absent) if absent else frame
+
+
+def _read_text(spark: SparkSession, paths: list[str], fmt: InputFormat) -> DataFrame:
+    reader = spark.read.option("sep", fmt.delimiter).option("mode", "PERMISSIVE")
+    if fmt.type == "tsv":
+        reader = reader.option("quote", "")  # Druid's TSV has no quoting
+    if fmt.columns:
+        reader = reader.schema(
+            T.StructType([T.StructField(c, T.StringType()) for c in fmt.columns])
+        )
+    else:
+        # Every file's header must name the same columns in the same order.
+        reader = reader.option("header", "true").option("enforceSchema", "false")
+    if not fmt.skip_header_rows:
+        return reader.csv(paths)
+    return reader.csv(_lines_after(spark, paths, fmt.skip_header_rows))
+
+
+def _lines_after(spark: SparkSession, paths: list[str], skip: int) -> Any:
+    """Each file's lines after its first ``skip`` (Spark's CSV reader has no such option)."""
+    context = spark.sparkContext
+
+    def kept(numbered: tuple[str, int]) -> bool:
+        return numbered[1] >= skip
+
+    return context.union([context.textFile(p).zipWithIndex().filter(kept).keys() for p in paths])
+
+
+# -- dimension types -----------------------------------------------------------------------
+
+
+def typed_dimensions(frame: DataFrame, task: DruidIngestTask) -> DataFrame:
+    """Cast each dimension to its Druid type (see the module); columns a transform makes are
+    left to the transform."""
+    columns = {f.name: f.dataType for f in frame.schema.fields}
+    casts = {}
+    for name, kind in _dimension_types(task, list(columns)).items():
+        dtype = columns.get(name)
+        if dtype is None or kind == "auto":
+            continue
+        if isinstance(dtype, T.ArrayType | T.MapType | T.StructType):
+            raise SpecError(
+                f"dimension {name!r} holds {dtype.simpleString()} values; multi-value and "
+                "nested dimensions are not supported: pick a value with a transform (e.g. "
+                f"element_at(`{name}`, 1)) or give the dimension type auto"
+            )
+        target = _CAST_TYPES[kind]
+        if dtype.simpleString() != target:
+            casts[name] = F.col(name).try_cast(target)
+    return frame.withColumns(casts) if casts else frame
+
+
+def _dimension_types(task: DruidIngestTask, columns: list[str]) -> dict[str, str]:
+    spec = task.spec
+    if spec.dimensions_spec.dimensions is not None:
+        return dict(task.dimension_types)
+    # Discovered as parse.py does: every column but the time, the metric inputs and exclusions.
+    skip = {spec.timestamp_spec.column, *spec.dimensions_spec.exclusions}
+    skip |= {m.field_name for m in spec.metrics if m.field_name} | {m.name for m in spec.metrics}
+    kind = "auto" if task.schema_discovery else "string"
+    return {c: kind for c in columns if c not in skip and not c.startswith("__")}
+
+
+# -- dropExisting: false -------------------------------------------------------------------
+
+
+def _chunks_with_rows(
+    frame: DataFrame, task: DruidIngestTask, interval: Interval
+) -> Interval | None:
+    """The chunks of ``interval`` that get rows, as one interval (None: no chunk does).
+    Raises :class:`SpecError` when they are not contiguous."""
+    parsed = parse_input(frame, task.spec, interval=interval)
+    starts = sorted(
+        r[0] for r in parsed.frame.where(F.col(REASON).isNull()).select(CHUNK).distinct().collect()
+    )
+    if not starts:
+        return None
+    granularity = task.spec.granularity_spec.segment_granularity
+    runs = _runs(starts, granularity)
+    if len(runs) > 1:
+        raise SpecError(
+            f"the rows fall in {len(runs)} separate runs of {granularity.name} chunks "
+            f"({', '.join(map(str, runs))}); with dropExisting: false Druid replaces only those "
+            "chunks, and segmentlake replaces one interval per task: set dropExisting: true to "
+            f"replace all of {interval} (chunks without rows become empty), or run one task "
+            "per run"
+        )
+    logger.info(
+        "%s: rows fall in %s; replacing only that (dropExisting: false)", task.datasource, runs[0]
+    )
+    return runs[0]
+
+
+def _runs(starts: Sequence[int], granularity: Granularity) -> list[Interval]:
+    runs: list[Interval] = []
+    for start in starts:
+        end = granularity.next_bucket_start_millis(start)
+        if runs and runs[-1].end_millis == start:
+            runs[-1] = Interval.of_millis(runs[-1].start_millis, end)
+        else:
+            runs.append(Interval.of_millis(start, end))
+    return runs
+
+
+def _nothing_to_replace(
+    frame: DataFrame, task: DruidIngestTask, interval: Interval, task_id: str | None
+) -> TaskReport:
+    """No row lands in the interval: with dropExisting: false Druid publishes nothing and
+    leaves the data as it is. The rows are still counted by fate (too many unparseable ones
+    fail as in any ingestion); as nothing is published, the task ledger does not record it."""
+    parsed = parse_input(frame, task.spec, interval=interval)
+    counts = {r[0]: r[1] for r in parsed.frame.groupBy(REASON).count().collect()}
+    unparseable = {k: n for k, n in counts.items() if is_parse_exception(k)}
+    rows = RowStats(
+        rows_in=sum(counts.values()),
+        unparseable=sum(unparseable.values()),
+        filtered=counts.get(FILTERED, 0),
+        outside_interval=counts.get(OUTSIDE_INTERVAL, 0),
+        unparseable_by_reason=unparseable,
+    )
+    report = TaskReport(
+        task_id=task_id or f"overwrite_druid_{uuid.uuid4().hex[:12]}",
+        type="overwrite",
+        datasource=task.datasource,
+        status="SUCCESS",
+        interval=str(interval),
+        rows=rows,
+    )
+    if rows.unparseable > task.spec.max_parse_exceptions:
+        report = replace(report, status="FAILED", error="too many unparseable rows")
+        raise BadRowsError(
+            f"{rows.unparseable} unparseable row(s) ({unparseable}) exceed maxParseExceptions="
+            f"{task.spec.max_parse_exceptions}; nothing was published",
+            report=report,
+        )
+    logger.warning(
+        "%s: no row falls in %s; with dropExisting: false nothing is replaced or published",
+        task.datasource,
+        interval,
+    )
+    return report

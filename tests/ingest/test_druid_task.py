@@ -1,0 +1,430 @@
+"""Druid native batch tasks run end to end on Spark: JSON, CSV, TSV and Parquet files through
+``segmentlake ingest`` (in-process, on the shared session) and ``run_druid_task``; what
+``lake.read`` returns afterwards is exactly the rolled-up rows."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+
+from segmentlake.cli.main import main
+from segmentlake.core.druid_task import DruidIngestTask
+from segmentlake.core.shard_spec import HashBasedNumberedShardSpec
+from segmentlake.errors import SpecError
+from segmentlake.ingest.druid_task import run_druid_task
+from segmentlake.lake import Lake
+from tests.ingest.conftest import ts
+
+pytestmark = [pytest.mark.spark]
+
+TUTORIAL = Path(__file__).parents[1] / "data" / "druid_tutorial"
+
+# Druid's rollup tutorial: network flows, rolled up by minute.
+FLOWS = [
+    {
+        "timestamp": "2018-01-01T01:01:35Z",
+        "srcIP": "1.1.1.1",
+        "dstIP": "2.2.2.2",
+        "packets": 20,
+        "bytes": 9024,
+    },
+    {
+        "timestamp": "2018-01-01T01:01:51Z",
+        "srcIP": "1.1.1.1",
+        "dstIP": "2.2.2.2",
+        "packets": 255,
+        "bytes": 21133,
+    },
+    {
+        "timestamp": "2018-01-01T01:01:59Z",
+        "srcIP": "1.1.1.1",
+        "dstIP": "2.2.2.2",
+        "packets": 11,
+        "bytes": 5780,
+    },
+    {
+        "timestamp": "2018-01-01T01:02:14Z",
+        "srcIP": "1.1.1.1",
+        "dstIP": "2.2.2.2",
+        "packets": 38,
+        "bytes": 6289,
+    },
+    {
+        "timestamp": "2018-01-01T01:02:29Z",
+        "srcIP": "1.1.1.1",
+        "dstIP": "2.2.2.2",
+        "packets": 377,
+        "bytes": 359971,
+    },
+    {
+        "timestamp": "2018-01-01T01:03:29Z",
+        "srcIP": "1.1.1.1",
+        "dstIP": "2.2.2.2",
+        "packets": 49,
+        "bytes": 10204,
+    },
+    {
+        "timestamp": "2018-01-02T21:33:14Z",
+        "srcIP": "7.7.7.7",
+        "dstIP": "8.8.8.8",
+        "packets": 38,
+        "bytes": 6289,
+    },
+    {
+        "timestamp": "2018-01-02T21:33:45Z",
+        "srcIP": "7.7.7.7",
+        "dstIP": "8.8.8.8",
+        "packets": 123,
+        "bytes": 93999,
+    },
+    {
+        "timestamp": "2018-01-02T21:35:45Z",
+        "srcIP": "7.7.7.7",
+        "dstIP": "8.8.8.8",
+        "packets": 12,
+        "bytes": 2818,
+    },
+]
+# The tutorial's documented result.
+FLOWS_ROLLED_UP = [
+    ("2018-01-01T01:01:00Z", "1.1.1.1", "2.2.2.2", 3, 286, 35937),
+    ("2018-01-01T01:02:00Z", "1.1.1.1", "2.2.2.2", 2, 415, 366260),
+    ("2018-01-01T01:03:00Z", "1.1.1.1", "2.2.2.2", 1, 49, 10204),
+    ("2018-01-02T21:33:00Z", "7.7.7.7", "8.8.8.8", 2, 161, 100288),
+    ("2018-01-02T21:35:00Z", "7.7.7.7", "8.8.8.8", 1, 12, 2818),
+]
+FLOWS_SCHEMA = (
+    "__time TIMESTAMP, srcIP STRING, dstIP STRING, count BIGINT, packets BIGINT, bytes BIGINT"
+)
+
+
+def rollup_task(datasource: str, base_dir: Path, fmt: dict[str, Any], **io: Any) -> dict[str, Any]:
+    """Druid's rollup-index.json tutorial task, reading ``base_dir`` with ``fmt``."""
+    return {
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": datasource,
+                "timestampSpec": {"column": "timestamp", "format": "iso"},
+                "dimensionsSpec": {"dimensions": ["srcIP", "dstIP"]},
+                "metricsSpec": [
+                    {"type": "count", "name": "count"},
+                    {"type": "longSum", "name": "packets", "fieldName": "packets"},
+                    {"type": "longSum", "name": "bytes", "fieldName": "bytes"},
+                ],
+                "granularitySpec": {
+                    "type": "uniform",
+                    "segmentGranularity": "day",
+                    "queryGranularity": "minute",
+                    "intervals": ["2018-01-01/2018-01-03"],
+                    "rollup": True,
+                },
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "local", "baseDir": str(base_dir), "filter": "*"},
+                "inputFormat": fmt,
+                "appendToExisting": False,
+                **io,
+            },
+            "tuningConfig": {"type": "index_parallel", "maxRowsInMemory": 25000},
+        },
+    }
+
+
+def rows(spark: SparkSession, data: list[tuple[Any, ...]], schema: str) -> DataFrame:
+    return spark.createDataFrame([(ts(t), *rest) for t, *rest in data], schema)
+
+
+def assert_read(lake: Lake, datasource: str, expected: DataFrame) -> None:
+    actual = lake.read(datasource).select(*expected.columns)
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def write_json_lines(folder: Path, name: str, records: list[dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def write_spec(folder: Path, task: dict[str, Any]) -> str:
+    path = folder / "task.json"
+    path.write_text(json.dumps(task, indent=2))
+    return str(path)
+
+
+def test_json_task_through_the_cli(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_json_lines(tmp_path / "in", "flows-1.json", FLOWS[:5])
+    write_json_lines(tmp_path / "in" / "more", "flows-2.json", FLOWS[5:])  # found recursively
+    (tmp_path / "in" / "empty.json").touch()  # skipped, as in Druid
+    spec = write_spec(tmp_path, rollup_task(ds, tmp_path / "in", {"type": "json"}))
+
+    code = main(["ingest", spec, "--warehouse", lake.warehouse, "--task-id", f"{ds}_1"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"overwrite {ds} [{ds}_1]: SUCCESS" in out
+    assert "rows: 9 in, 9 processed, 5 out after rollup" in out
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+    assert [t.task_id for t in lake.tasks(ds)] == [f"{ds}_1"]
+
+
+def test_csv_with_skipped_rows_and_typed_dimensions(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    lines = ["# exported 2018-01-03", "timestamp,srcIP,dstIP,port,packets,bytes"]
+    lines += [
+        ",".join(map(str, [r["timestamp"], r["srcIP"], r["dstIP"], 443 if i % 2 else 80]))
+        + f",{r['packets']},{r['bytes']}"
+        for i, r in enumerate(FLOWS)
+    ]
+    (folder / "flows.csv").write_text("\n".join(lines) + "\n")
+    task = rollup_task(
+        ds, folder, {"type": "csv", "findColumnsFromHeader": True, "skipHeaderRows": 1}
+    )
+    task["spec"]["dataSchema"]["dimensionsSpec"]["dimensions"] = [
+        "srcIP",
+        {"type": "long", "name": "port"},
+    ]
+    task["spec"]["dataSchema"]["granularitySpec"]["queryGranularity"] = "day"
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert report.status == "SUCCESS"
+    assert (report.rows.rows_in, report.rows.rows_out) == (9, 4)
+    assert lake.read(ds).schema["port"].dataType.simpleString() == "bigint"
+    expected = [
+        ("2018-01-01T00:00:00Z", "1.1.1.1", 80, 3, 20 + 11 + 377, 9024 + 5780 + 359971),
+        ("2018-01-01T00:00:00Z", "1.1.1.1", 443, 3, 255 + 38 + 49, 21133 + 6289 + 10204),
+        ("2018-01-02T00:00:00Z", "7.7.7.7", 80, 2, 38 + 12, 6289 + 2818),
+        ("2018-01-02T00:00:00Z", "7.7.7.7", 443, 1, 123, 93999),
+    ]
+    schema = (
+        "__time TIMESTAMP, srcIP STRING, port BIGINT, count BIGINT, packets BIGINT, bytes BIGINT"
+    )
+    assert_read(lake, ds, rows(spark, expected, schema))
+
+
+def test_tsv_with_columns_through_the_cli(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "tsv"
+    folder.mkdir()
+    body = "".join(
+        f"{r['timestamp']}|{r['srcIP']}|{r['dstIP']}|{r['packets']}|{r['bytes']}\n" for r in FLOWS
+    )
+    with gzip.open(folder / "flows.tsv.gz", "wt") as out:  # compressed input, by its extension
+        out.write(body)
+    columns = ["timestamp", "srcIP", "dstIP", "packets", "bytes"]
+    fmt = {"type": "tsv", "columns": columns, "delimiter": "|"}
+    spec = write_spec(tmp_path, rollup_task(ds, folder, fmt))
+
+    assert main(["--warehouse", lake.warehouse, "ingest", spec]) == 0
+
+    assert "SUCCESS" in capsys.readouterr().out
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+
+def test_parquet_task(spark: SparkSession, lake: Lake, ds: str, tmp_path: Path) -> None:
+    spark.createDataFrame(FLOWS).repartition(2).write.parquet(str(tmp_path / "pq"))
+    task = rollup_task(ds, tmp_path / "pq", {"type": "parquet"})
+    task["spec"]["ioConfig"]["inputSource"]["filter"] = "*.parquet"
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task), task_id=f"{ds}_pq")
+
+    assert (report.task_id, report.rows.rows_in, report.segments) == (f"{ds}_pq", 9, 2)
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+
+def test_hashed_perfect_rollup_overwrite(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    write_json_lines(tmp_path / "in", "flows.json", FLOWS)
+    task = rollup_task(ds, tmp_path / "in", {"type": "json"})
+    task["spec"]["tuningConfig"].update(
+        forceGuaranteedRollup=True,
+        partitionsSpec={"type": "hashed", "numShards": 2, "partitionDimensions": ["srcIP"]},
+    )
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert report.status == "SUCCESS"
+    segments = lake.used_segments(ds)
+    assert segments
+    assert all(isinstance(s.shard_spec, HashBasedNumberedShardSpec) for s in segments)
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+
+def test_drop_existing_false_keeps_chunks_without_new_rows(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    write_json_lines(tmp_path / "all", "flows.json", FLOWS)
+    run_druid_task(
+        lake, DruidIngestTask.from_dict(rollup_task(ds, tmp_path / "all", {"type": "json"}))
+    )
+    day1 = [{**r, "packets": 1} for r in FLOWS[:6]]
+    write_json_lines(tmp_path / "day1", "flows.json", day1)
+
+    # Druid's default: only Jan 1 gets rows, so only Jan 1 is replaced; Jan 2 stays.
+    task = rollup_task(ds, tmp_path / "day1", {"type": "json"})
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert report.interval == "2018-01-01T00:00:00.000Z/2018-01-02T00:00:00.000Z"
+    new_day1 = [(t, s, d, c, c, b) for t, s, d, c, _, b in FLOWS_ROLLED_UP[:3]]
+    assert_read(lake, ds, rows(spark, new_day1 + FLOWS_ROLLED_UP[3:], FLOWS_SCHEMA))
+
+    # No row in the interval: nothing is replaced, the rows are counted.
+    write_json_lines(tmp_path / "later", "flows.json", [{**FLOWS[0], "timestamp": "2018-02-01"}])
+    task = rollup_task(ds, tmp_path / "later", {"type": "json"})
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert (report.status, report.segments, report.rows.outside_interval) == ("SUCCESS", 0, 1)
+    # Rows in Jan 1 and Jan 3 but not Jan 2: Druid would replace two separate chunks.
+    gap = [FLOWS[0], {**FLOWS[1], "timestamp": "2018-01-03T01:00:00Z"}]
+    write_json_lines(tmp_path / "gap", "flows.json", gap)
+    task = rollup_task(ds, tmp_path / "gap", {"type": "json"})
+    task["spec"]["dataSchema"]["granularitySpec"]["intervals"] = ["2018-01-01/2018-01-04"]
+    with pytest.raises(SpecError, match="2 separate runs of DAY chunks"):
+        run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert_read(lake, ds, rows(spark, new_day1 + FLOWS_ROLLED_UP[3:], FLOWS_SCHEMA))
+
+    # dropExisting: true replaces the whole interval: Jan 2 becomes empty.
+    task = rollup_task(ds, tmp_path / "day1", {"type": "json"}, dropExisting=True)
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert report.tombstones == 1
+    assert_read(lake, ds, rows(spark, new_day1, FLOWS_SCHEMA))
+
+
+def test_discovered_json_dimensions_are_strings_as_in_druid(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    records = [
+        {"timestamp": "2018-01-01T01:00:00Z", "page": "A", "robot": True, "port": 80, "gone": None},
+        {"timestamp": "2018-01-01T02:00:00Z", "page": "B", "robot": False, "port": 443},
+    ]
+    path = write_json_lines(tmp_path / "in", "edits.json", records)
+    with path.open("a") as out:
+        out.write('{"timestamp": "2018-01-01T03:00:00Z", "page": \n')  # a malformed line
+    task = rollup_task(ds, tmp_path / "in", {"type": "json"})
+    schema = task["spec"]["dataSchema"]
+    schema["dimensionsSpec"] = {"dimensions": []}
+    schema["metricsSpec"] = [{"type": "count", "name": "count"}]
+    task["spec"]["tuningConfig"]["maxParseExceptions"] = 1
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert (report.rows.rows_in, report.rows.unparseable, report.rows.rows_out) == (3, 1, 2)
+    expected = [
+        ("2018-01-01T01:00:00Z", "A", "true", "80", 1),
+        ("2018-01-01T02:00:00Z", "B", "false", "443", 1),
+    ]
+    schema_sql = "__time TIMESTAMP, page STRING, robot STRING, port STRING, count BIGINT"
+    assert_read(lake, ds, rows(spark, expected, schema_sql))
+    assert "gone" not in lake.read(ds).columns  # null in every row: not discovered
+
+    task["spec"]["ioConfig"]["inputFormat"]["keepNullColumns"] = True
+    run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert lake.read(ds).where("gone IS NULL").count() == 2
+
+
+def test_append_to_existing(spark: SparkSession, lake: Lake, ds: str, tmp_path: Path) -> None:
+    write_json_lines(tmp_path / "a", "flows.json", FLOWS[:3])
+    write_json_lines(tmp_path / "b", "flows.json", FLOWS[3:])
+    run_druid_task(
+        lake, DruidIngestTask.from_dict(rollup_task(ds, tmp_path / "a", {"type": "json"}))
+    )
+    task = rollup_task(ds, tmp_path / "b", {"type": "json"}, appendToExisting=True)
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert report.type == "append"
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+
+def test_unsupported_task_fails_listing_every_problem(
+    lake: Lake, ds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = rollup_task(ds, tmp_path, {"type": "avro_ocf"})
+    task["spec"]["ioConfig"]["inputSource"] = {"type": "s3", "uris": ["s3://bucket/flows.json"]}
+    task["spec"]["dataSchema"]["dimensionsSpec"]["spatialDimensions"] = [{"dimName": "geo"}]
+    spec = write_spec(tmp_path, task)
+
+    assert main(["--warehouse", lake.warehouse, "ingest", spec]) == 2
+
+    err = capsys.readouterr().err
+    assert "cannot run on segmentlake (3 problems)" in err
+    for path in ("inputSource.type", "inputFormat.type", "dimensionsSpec.spatialDimensions"):
+        assert f"spec.ioConfig.{path}" in err or f"spec.dataSchema.{path}" in err
+    assert "Traceback" not in err
+
+
+def test_no_input_files_and_bad_rows_fail_cleanly(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in").mkdir()
+    spec = write_spec(tmp_path, rollup_task(ds, tmp_path / "in", {"type": "json"}))
+    assert main(["--warehouse", lake.warehouse, "ingest", spec]) == 2
+    assert "no input files under baseDir" in capsys.readouterr().err
+
+    write_json_lines(
+        tmp_path / "in", "flows.json", [*FLOWS, {**FLOWS[0], "timestamp": "yesterday"}]
+    )
+    assert main(["--warehouse", lake.warehouse, "ingest", spec]) == 1
+    captured = capsys.readouterr()
+    assert "1 unparseable row(s)" in captured.err
+    assert "FAILED" in captured.out
+    assert lake.read(ds).count() == 0  # nothing was published
+
+
+def test_druid_transform_tutorial_with_its_filter_json(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    task = json.loads((TUTORIAL / "specs" / "transform-index.json").read_text())
+    task["spec"]["dataSchema"]["dataSource"] = ds
+    task["spec"]["ioConfig"]["inputSource"]["baseDir"] = str(TUTORIAL / "data")
+
+    run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    # The tutorial's result: the Druid filter kept octopus (300 = 3 x 100), mongoose, snake.
+    expected = [
+        ("2018-01-01T05:01:00Z", "super-mongoose", 2, 1, 200, 600),
+        ("2018-01-01T06:01:00Z", "super-snake", 3, 1, 300, 900),
+        ("2018-01-01T07:01:00Z", "super-octopus", 1, 1, 100, 300),
+    ]
+    schema = (
+        "__time TIMESTAMP, animal STRING, location BIGINT, count BIGINT, number BIGINT, "
+        "`triple-number` BIGINT"
+    )
+    assert_read(lake, ds, rows(spark, expected, schema))
+
+
+@pytest.mark.slow
+def test_druid_wikipedia_tutorial_spec_runs_as_written(
+    spark: SparkSession, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The spec reads quickstart/tutorial/ relative to the working directory, as Druid does.
+    data = tmp_path / "quickstart" / "tutorial"
+    data.mkdir(parents=True)
+    shutil.copy(TUTORIAL / "data" / "wikiticker-2015-09-12-sampled.json.gz", data)
+    task = copy.deepcopy(json.loads((TUTORIAL / "specs" / "wikipedia-index.json").read_text()))
+    monkeypatch.chdir(tmp_path)
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert (report.rows.rows_in, report.rows.rows_out, report.segments) == (39244, 39244, 1)
+    wiki = lake.read("wikipedia")
+    types = dict(wiki.dtypes)
+    assert (types["added"], types["isRobot"], types["metroCode"]) == ("bigint", "string", "string")
+    robots = wiki.where("isRobot = 'true'").count()
+    assert 0 < robots < 39244
