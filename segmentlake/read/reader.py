@@ -4,36 +4,49 @@ The timeline (from the metadata) says which segments serve which pieces of time.
 keeps the partitions (``__segment`` values, from each segment's load spec) of every visible
 segment — Delta prunes the other files from its log, without listing directories — and, for a
 segment that is only partly visible (a newer version covers some of its chunk), keeps only its
-rows inside the visible pieces.
+rows inside the visible pieces. With a filter, segments whose secondary partition (hash bucket or
+dimension range) holds no row the filter can match are left out of the scan as well.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from segmentlake.core.filter_domain import Domain, could_contain
 from segmentlake.core.interval import ETERNITY, Interval
-from segmentlake.core.segment import DataSegment
+from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
+from segmentlake.read.filter_domain import domain_of
 
 __all__ = ["TIME_COLUMN", "read_visible", "visible_partitions"]
 
 TIME_COLUMN = "__time"
 _KEY = "__segment"
 
+_log = logging.getLogger(__name__)
+
 
 def visible_partitions(
-    timeline: VersionedIntervalTimeline, interval: Interval
+    timeline: VersionedIntervalTimeline, interval: Interval, domain: Domain | None = None
 ) -> tuple[list[str], dict[tuple[int, int], list[str]]]:
     """The ``__segment`` values whose every row in ``interval`` is visible, and, per visible
-    piece that covers only part of its chunk, the values to read within that piece only."""
+    piece that covers only part of its chunk, the values to read within that piece only;
+    without the segments whose shard spec holds no row in ``domain`` (a filter's)."""
     whole: dict[str, None] = {}
     partial: dict[tuple[int, int], list[str]] = {}
+    pruned: set[SegmentId] = set()
     for holder in timeline.lookup(interval):
-        keys = [_key(s) for s in holder.segments]
+        keys = []
+        for segment in holder.segments:
+            if domain and not could_contain(segment.shard_spec, domain):
+                pruned.add(segment.id)
+            else:
+                keys.append(_key(segment))
         piece = holder.interval
         # Clipped only by the query interval: the global time filter does that.
         clipped_by_query = piece.start_millis == max(
@@ -43,6 +56,8 @@ def visible_partitions(
             whole.update(dict.fromkeys(keys))
         else:
             partial.setdefault(piece.key, []).extend(keys)
+    if domain:
+        _log.debug("the filter's domain %s left out %d visible segments", domain, len(pruned))
     return list(whole), partial
 
 
@@ -58,8 +73,12 @@ def read_visible(
     """The visible rows of the datasource table at ``path`` (see the module), with ``__time``
     and ``columns`` (default: every dimension and metric), matching ``filter``."""
     span = interval or ETERNITY
-    whole, partial = visible_partitions(timeline, span)
     table = spark.read.format("delta").load(path)
+    domain = None
+    if filter is not None:
+        types = {field.name: field.dataType for field in table.schema.fields}
+        domain = domain_of(filter, types, spark=spark)
+    whole, partial = visible_partitions(timeline, span, domain)
     keys = whole + [k for ks in partial.values() for k in ks]
     # A pure partition predicate first: Delta prunes files with it from the log alone.
     rows = table.where(F.col(_KEY).isin(keys) if keys else F.lit(False))
