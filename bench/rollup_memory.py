@@ -33,40 +33,44 @@ import threading
 import time
 from pathlib import Path
 
-COLUMNS = 200
-DIMENSIONS = 149
-METRICS = COLUMNS - 1 - DIMENSIONS
+COLUMNS = 200  # 1 timestamp, 149 string dimensions, 50 long metrics (3/4 dimensions)
 DAY_MS = 86_400_000
 START_MS = 0  # 1970-01-01: 30,000 days still end before 2053
 
 
-def spec() -> dict:
+def shape(columns: int) -> tuple[int, int]:
+    """(dimensions, metrics) of a row with ``columns`` columns in all."""
+    dimensions = (columns - 1) * 3 // 4
+    return dimensions, columns - 1 - dimensions
+
+
+def spec(columns: int) -> dict:
+    dimensions, metrics = shape(columns)
     return {
         "timestampSpec": {"column": "ts", "format": "millis"},
-        "dimensionsSpec": {"dimensions": [f"d{i}" for i in range(DIMENSIONS)]},
+        "dimensionsSpec": {"dimensions": [f"d{i}" for i in range(dimensions)]},
         "metricsSpec": [
-            {"type": "longSum", "name": f"m{i}", "fieldName": f"m{i}"} for i in range(METRICS)
+            {"type": "longSum", "name": f"m{i}", "fieldName": f"m{i}"} for i in range(metrics)
         ],
         "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "none"},
         "partitionsSpec": {"type": "hashed"},
     }
 
 
-def make_input(spark, rows: int, days: int):  # type: ignore[no-untyped-def]
+def make_input(spark, rows: int, days: int, columns: int):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
+    dimensions, metrics = shape(columns)
     ids = spark.range(rows, numPartitions=8)
     # Unique times: row i lands on day (i * stride) mod days, at millisecond i / days.
     day = F.pmod(F.col("id") * F.lit(7919), F.lit(days))
     ts = F.lit(START_MS) + day * F.lit(DAY_MS) + (F.col("id") / F.lit(days)).cast("long")
     dims = {
         f"d{i}": F.concat(F.lit(f"v{i}_"), F.pmod(F.xxhash64("id", F.lit(i)), F.lit(50)))
-        for i in range(DIMENSIONS)
+        for i in range(dimensions)
     }
-    metrics = {
-        f"m{i}": F.pmod(F.xxhash64("id", F.lit(1000 + i)), F.lit(1000)) for i in range(METRICS)
-    }
-    return ids.select(ts.alias("ts"), *[v.alias(k) for k, v in {**dims, **metrics}.items()])
+    sums = {f"m{i}": F.pmod(F.xxhash64("id", F.lit(1000 + i)), F.lit(1000)) for i in range(metrics)}
+    return ids.select(ts.alias("ts"), *[v.alias(k) for k, v in {**dims, **sums}.items()])
 
 
 class HeapSampler:
@@ -109,7 +113,7 @@ def jvm_peak_rss_bytes(spark) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
-def run_one(rows: int, days: int, warehouse: str) -> dict:
+def run_one(rows: int, days: int, columns: int, warehouse: str) -> dict:
     """One scale in this process (the parent starts it with ``--child``)."""
     from segmentlake import Interval, Lake
     from segmentlake.spark.session import spark_session
@@ -128,7 +132,9 @@ def run_one(rows: int, days: int, warehouse: str) -> dict:
     interval = Interval.of_millis(START_MS, START_MS + days * DAY_MS)
     with HeapSampler(spark) as heap:
         started = time.monotonic()
-        report = lake.overwrite(make_input(spark, rows, days), "wide", spec(), interval=interval)
+        report = lake.overwrite(
+            make_input(spark, rows, days, columns), "wide", spec(columns), interval=interval
+        )
         ingest_s = time.monotonic() - started
         started = time.monotonic()
         count = lake.read("wide").count()
@@ -136,7 +142,7 @@ def run_one(rows: int, days: int, warehouse: str) -> dict:
     assert count == rows, (count, rows)
     return {
         "rows": rows,
-        "columns": COLUMNS,
+        "columns": columns,
         "segments": report.segments,
         "ingest_s": round(ingest_s, 1),
         "phases": {k: round(v, 1) for k, v in report.phases.items()},
@@ -153,20 +159,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--days", type=int, nargs="*", default=[1000, 10_958, 30_000])
+    parser.add_argument("--columns", type=int, default=COLUMNS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.child:
         warehouse = tempfile.mkdtemp(prefix="segmentlake-memory-")
         try:
-            print(json.dumps(run_one(args.rows, args.days[0], warehouse)))
+            print(json.dumps(run_one(args.rows, args.days[0], args.columns, warehouse)))
         finally:
             shutil.rmtree(warehouse, ignore_errors=True)
         return
     results = []
     for days in args.days:
         cmd = [sys.executable, __file__, "--child", "--rows", str(args.rows), "--days", str(days)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
+        cmd += ["--columns", str(args.columns)]
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=os.environ)
         result = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps(result), flush=True)
         results.append(result)

@@ -170,15 +170,20 @@ def run_ingestion(
         with run.phase("lock"):
             version = _lock_chunks(run, priority, lock_timeout_s)
     try:
-        with _heartbeat(run, enabled=version is not None):
-            return _ingest(run, parsed, version, priority, lock_timeout_s)
+        with _heartbeat(run, enabled=version is not None) as beat:
+            return _ingest(run, parsed, version, priority, lock_timeout_s, beat)
     except BaseException as err:
         _fail(run, err)
         raise
 
 
 def _ingest(
-    run: _Run, parsed: ParsedInput, version: str | None, priority: int, lock_timeout_s: float
+    run: _Run,
+    parsed: ParsedInput,
+    version: str | None,
+    priority: int,
+    lock_timeout_s: float,
+    beat: _Heartbeat,
 ) -> TaskReport:
     path = datasource_path(run.target.warehouse, run.datasource)
     partitioning = None
@@ -213,6 +218,7 @@ def _ingest(
         "largest_segment_rows": max((s.num_rows for s in data), default=0),
     }
     with run.phase("publish"):
+        beat.finish(renew=True)  # a whole lease for the publish, with no renewal racing it
         # The ledger row goes in the publish commit: a report exists iff the segments do.
         row = task_row(
             run.datasource,
@@ -502,31 +508,51 @@ class _Describe:
         ]
 
 
-@contextmanager
-def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[None]:
-    """Renew the task's lock leases from locking to publishing, so a live task keeps them
-    however long it runs and a dead one loses them within one lease."""
-    if not enabled:
-        yield
-        return
-    lockbox = run.target.lockbox
-    stop = threading.Event()
+class _Heartbeat:
+    """Renews the task's lock leases from locking until :meth:`finish`, so a live task keeps
+    them however long it runs and a dead one loses them within one lease."""
 
-    def beat() -> None:
-        while not stop.wait(lockbox.lease_ms / 3000):
+    def __init__(self, run: _Run, *, enabled: bool) -> None:
+        self.run = run
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=self._beat, name=f"heartbeat-{run.task_id}", daemon=True
+        )
+        if enabled:
+            self.thread.start()
+
+    def _beat(self) -> None:
+        lockbox = self.run.target.lockbox
+        while not self.stop.wait(lockbox.lease_ms / 3000):
             try:
-                if not lockbox.heartbeat(run.datasource, run.task_id) and not stop.is_set():
-                    logger.warning("%s: its locks are gone (revoked or expired)", run.task_id)
+                self.renew()
             except Exception:  # the publish will find out; keep beating meanwhile
-                logger.warning("%s: heartbeat failed", run.task_id, exc_info=True)
+                logger.warning("%s: heartbeat failed", self.run.task_id, exc_info=True)
 
-    thread = threading.Thread(target=beat, name=f"heartbeat-{run.task_id}", daemon=True)
-    thread.start()
+    def renew(self) -> None:
+        lockbox = self.run.target.lockbox
+        if not lockbox.heartbeat(self.run.datasource, self.run.task_id) and not self.stop.is_set():
+            logger.warning("%s: its locks are gone (revoked or expired)", self.run.task_id)
+
+    def finish(self, *, renew: bool) -> None:
+        """Stop beating; with ``renew``, renew the leases once more first. The publish calls
+        this: a renewal rewrites the lock rows the publish reads, so beating through a long
+        publish (thousands of locks) would make it lose every commit race."""
+        if not self.thread.is_alive():
+            return
+        self.stop.set()
+        self.thread.join()
+        if renew:
+            self.renew()
+
+
+@contextmanager
+def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[_Heartbeat]:
+    beat = _Heartbeat(run, enabled=enabled)
     try:
-        yield
+        yield beat
     finally:
-        stop.set()
-        thread.join()
+        beat.finish(renew=False)
 
 
 def _fail(run: _Run, err: BaseException) -> None:
