@@ -5,8 +5,9 @@
 * ``append``: appends 50 rows of user ``w<WORKER>-<i>`` into 2024-01-01, starting when the
   file ``DIR/go`` appears (so that the drivers append at the same moment); prints the report;
 * ``slow-overwrite``: overwrites 2024-01-01 with rows whose dimension is computed by a slow
-  Python UDF, with a 3 s lock lease; the UDF creates ``DIR/writing`` when the write job
-  starts, so the test can kill this process in the middle of it.
+  Python UDF, with a 10 s lock lease (a heartbeat every 3.3 s leaves room for a loaded
+  machine); the UDF creates ``DIR/writing`` when the write job starts, so the test can kill
+  this process in the middle of it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def main(warehouse: str, datasource: str, mode: str, worker: int, directory: Pat
             time.sleep(0.02)
         print(lake.append(df, datasource, SPEC).summary(), flush=True)
     elif mode == "slow-overwrite":
-        lake = Lake(spark, warehouse, lease_seconds=3)
+        lake = Lake(spark, warehouse, lease_seconds=10)
         marker = str(directory / "writing")
 
         @F.udf("string")

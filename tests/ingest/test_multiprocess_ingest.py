@@ -87,7 +87,7 @@ def test_killed_overwrite_leaves_no_visible_rows_and_its_locks_expire(
     finally:
         kill(proc)
     assert [r.user for r in lake.read("wiki").collect()] == ["old"]
-    # Its lease (3 s) runs out; a new overwrite of the same day gets the lock and lands.
+    # Its lease (10 s) runs out; a new overwrite of the same day gets the lock and lands.
     new = spark.createDataFrame([("2024-01-01T01:00:00Z", "new")], "ts STRING, user STRING")
     report = lake.overwrite(new, "wiki", SPEC, interval="2024-01-01/P1D", lock_timeout_s=60)
     assert report.status == "SUCCESS"
