@@ -69,7 +69,6 @@ class ChunkPartitions:
 
     num_buckets: int
     starts: tuple[tuple[str | None, ...] | None, ...] = ()
-    estimated_rows: int = 0
 
     def range_of(self, bucket: int) -> tuple[tuple[str | None, ...] | None, ...]:
         """``(start, end)`` of ``bucket``'s range; None bounds are open."""
@@ -207,7 +206,7 @@ def _hashed_chunks(
     chunks = {}
     for r in kept.groupBy(CHUNK).agg(rows.alias("n")).collect():
         keys = int(r["n"])
-        chunks[int(r[CHUNK])] = ChunkPartitions(max(1, math.ceil(keys / target)), (), keys)
+        chunks[int(r[CHUNK])] = ChunkPartitions(max(1, math.ceil(keys / target)))
     logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
     return chunks
 
@@ -250,7 +249,7 @@ def _range_chunks(
         ranges.sort()
         # Renumbered 0..k-1: a tuple heavier than one range leaves bucket numbers unused.
         starts = (None, *(start for _, start, _ in ranges[1:]))
-        chunks[chunk] = ChunkPartitions(len(ranges), starts, sum(n for _, _, n in ranges))
+        chunks[chunk] = ChunkPartitions(len(ranges), starts)
     logger.info("range: %d chunk(s), %d range(s)", len(chunks), _total(chunks))
     return chunks
 

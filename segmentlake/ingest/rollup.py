@@ -77,7 +77,7 @@ def perfect_rollup_rows(
         aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics]
         rolled = kept.groupBy(*keys).agg(*(aggregates or [F.count(F.lit(1)).alias("__n")]))
     else:
-        rolled = _unrolled(kept, spec, dimensions)
+        rolled = _unrolled(kept, spec, [F.col(CHUNK), F.col(TIME), *map(F.col, dimensions)])
     key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
     tagged = partitioning.tag(rolled).withColumn(SEGMENT_KEY, F.concat(key, F.lit(f".{key_token}")))
     time = F.timestamp_millis(F.col(TIME)).alias("__time")
@@ -86,13 +86,14 @@ def perfect_rollup_rows(
     )
 
 
-def _unrolled(kept: DataFrame, spec: IngestionSpec, dimensions: tuple[str, ...]) -> DataFrame:
-    """Each kept row with its own metrics (rollup off)."""
-    keys = [F.col(CHUNK), F.col(TIME), *[F.col(d) for d in dimensions]]
+def _unrolled(kept: DataFrame, spec: IngestionSpec, keys: list[Column]) -> DataFrame:
+    """Each kept row with its own metrics (rollup off), next to ``keys``."""
     if any(m.type == "HLLSketchBuild" for m in spec.metrics):
         # A sketch is an aggregate even of one row: group each row with itself.
         grouped = kept.groupBy(F.monotonically_increasing_id(), *keys)
         return grouped.agg(*[_aggregate(m).alias(m.name) for m in spec.metrics])
+    # Nothing to combine: rows go from the input's tasks straight to the table, as a plain
+    # partitioned write does (a segment may then be several files, one per input task).
     return kept.select(*keys, *[_single(m).alias(m.name) for m in spec.metrics])
 
 
@@ -109,20 +110,13 @@ def segment_rows(
     metrics = [F.col(m.name) for m in spec.metrics]
     keys = [F.col(SEGMENT_KEY), F.col(TIME), *dims]
     if spec.granularity_spec.rollup:
-        grouped = kept.repartition(SEGMENT_KEY).groupBy(*keys)
-    elif any(m.type == "HLLSketchBuild" for m in spec.metrics):
-        # A sketch is an aggregate even of one row: group each row with itself.
-        grouped = kept.groupBy(F.monotonically_increasing_id(), *keys)
-    else:
-        grouped = None
-    if grouped is not None:
         # Without metrics, rollup keeps one row per (time, dimensions): the row count
         # only lets Spark aggregate at all, and is dropped.
         aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics] or [F.count(F.lit(1))]
-        return grouped.agg(*aggregates).select(time, *dims, *metrics, F.col(SEGMENT_KEY))
-    # Nothing to combine: rows go from the input's tasks straight to the table, as a plain
-    # partitioned write does (a segment may then be several files, one per input task).
-    return kept.select(time, *dims, *[_single(m).alias(m.name) for m in spec.metrics], SEGMENT_KEY)
+        rows = kept.repartition(SEGMENT_KEY).groupBy(*keys).agg(*aggregates)
+    else:
+        rows = _unrolled(kept, spec, keys)
+    return rows.select(time, *dims, *metrics, F.col(SEGMENT_KEY))
 
 
 def split_rows(
