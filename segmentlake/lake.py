@@ -7,17 +7,24 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from segmentlake.compact.kill import KillReport, kill_unused
+from segmentlake.compact.major import MajorCompaction, compact_major
+from segmentlake.compact.minor import DEFAULT_MAX_ROWS_PER_SEGMENT, compact_minor
+from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
+from segmentlake.core.partitions_spec import PartitionsSpec, partitions_spec_from_dict
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
@@ -25,6 +32,7 @@ from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, run_ingestion
 from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.cleanup import mark_overshadowed_unused
 from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
 from segmentlake.metadata.publish import PublishResult, publish
@@ -305,6 +313,79 @@ class Lake:
             lock_timeout_s=lock_timeout_s,
         )
 
+    # -- compaction ---------------------------------------------------------------------------
+
+    def compact(
+        self,
+        datasource: str,
+        interval: Interval | str | None = None,
+        *,
+        mode: str = "minor",
+        segment_granularity: Granularity | str | None = None,
+        partitions_spec: PartitionsSpec | Mapping[str, Any] | None = None,
+        query_granularity: Granularity | str | None = None,
+        rollup: bool | None = None,
+        max_rows_per_segment: int = DEFAULT_MAX_ROWS_PER_SEGMENT,
+        segments: Iterable[SegmentId | DataSegment | str] | None = None,
+        task_id: str | None = None,
+        priority: int = 0,
+        lock_timeout_s: float = 60.0,
+    ) -> TaskReport:
+        """Run one compaction of ``datasource`` (in ``interval``, default everything) now and
+        return its report. Appends into the same days go on meanwhile and are never lost.
+
+        * ``mode="minor"``: inside each chunk and version, runs of small visible segments
+          with adjacent root partitions are merged (best-effort rollup) into
+          ``ceil(rows / max_rows_per_segment)`` segments that overshadow them; segment
+          locks on the inputs only. ``segments`` (ids) restricts it to those. Raises
+          :class:`LockRefused` if another compaction holds one of them.
+        * ``mode="major"``: whole chunks re-ingested with perfect rollup
+          (``partitions_spec``, default hashed by ``targetRowsPerSegment``) under a new
+          version, optionally to another ``segment_granularity`` (e.g. HOUR → DAY); REPLACE
+          locks, and segments appended meanwhile are re-published under the new version.
+
+        Chunks already compacted as wanted (their ``last_compaction_state``) are skipped.
+
+        >>> lake.compact("wiki", "2024-01-01/P7D", mode="major", segment_granularity="DAY")
+        ... # doctest: +SKIP
+        """
+        target = IngestTarget(self.spark, self.warehouse, self.lockbox)
+        span = None if interval is None else _interval(interval)
+        if mode == "major":
+            if isinstance(partitions_spec, Mapping):
+                partitions_spec = partitions_spec_from_dict(partitions_spec)
+            options = MajorCompaction(
+                segment_granularity=_granularity(segment_granularity),
+                partitions_spec=partitions_spec,
+                query_granularity=_granularity(query_granularity),
+                rollup=rollup,
+            )
+            return compact_major(
+                target,
+                datasource,
+                span,
+                options,
+                task_id=task_id,
+                priority=priority,
+                lock_timeout_s=lock_timeout_s,
+            )
+        if mode == "minor":
+            if segment_granularity is not None or partitions_spec is not None:
+                raise SpecError(
+                    "a minor compaction keeps each chunk and its partitioning; "
+                    "segment_granularity and partitions_spec need mode='major'"
+                )
+            return compact_minor(
+                target,
+                datasource,
+                span,
+                max_rows_per_segment=max_rows_per_segment,
+                task_id=task_id,
+                priority=priority,
+                segments=None if segments is None else [str(_segment_id(s)) for s in segments],
+            )
+        raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
+
     def tasks(self, datasource: str) -> list[TaskReport]:
         """The reports of ``datasource``'s recorded tasks, oldest first."""
         return [TaskReport.from_json(r) for r in task_reports(self.metadata, datasource)]
@@ -347,6 +428,54 @@ class Lake:
         self.read(datasource).createOrReplaceTempView(view)
         return view
 
+    # -- cleanup and kill --------------------------------------------------------------------
+
+    def mark_overshadowed_unused(self, datasource: str) -> list[SegmentId]:
+        """Mark every used segment of ``datasource`` that the timeline can never serve again
+        (fully overshadowed by newer data) unused, in one commit, and return their ids: reads
+        do not change, timelines get smaller, and the segments become candidates for
+        :meth:`kill` (Druid coordinator's cleanup duty). Returns ``[]`` and commits nothing
+        when there is none.
+
+        >>> lake.overwrite(df, "wiki", spec, interval="2024-01-01/P1D")  # doctest: +SKIP
+        >>> len(lake.mark_overshadowed_unused("wiki"))  # doctest: +SKIP
+        2
+        """
+        return mark_overshadowed_unused(self.metadata, datasource, policy=self.lockbox.retry)
+
+    def kill(
+        self,
+        datasource: str,
+        *,
+        interval: Interval | str | None = None,
+        older_than: timedelta | float = timedelta(hours=1),
+        vacuum_retention_hours: float | None = None,
+        vacuum: bool = True,
+    ) -> KillReport:
+        """Permanently delete ``datasource``'s segments that have been unused for at least
+        ``older_than`` (a timedelta, or seconds), wholly inside ``interval`` if given (Druid's
+        kill task): their records go in one commit (so ``mark_used`` cannot bring them back),
+        then their rows, unless a used segment still serves them; without ``interval``, rows
+        that no segment references and older than ``older_than`` (failed tasks) go too. Then
+        (unless ``vacuum=False``: it lists the whole table) VACUUM removes deleted files older
+        than ``vacuum_retention_hours`` (default: the table's
+        ``delta.deletedFileRetentionDuration``, 7 days unless set; Delta refuses less, raised
+        as :class:`SpecError`). Used data is never touched. Returns a report.
+
+        >>> lake.kill("wiki", older_than=timedelta(days=7)).summary()  # doctest: +SKIP
+        """
+        return kill_unused(
+            self.spark,
+            self.warehouse,
+            self.metadata,
+            datasource,
+            older_than_ms=_duration_ms(older_than),
+            interval=None if interval is None else _interval(interval),
+            vacuum_retention_hours=vacuum_retention_hours,
+            vacuum=vacuum,
+            policy=self.lockbox.retry,
+        )
+
     # -- inspection --------------------------------------------------------------------------
 
     def register_system_views(self, *, prefix: str = "segmentlake_") -> list[str]:
@@ -366,5 +495,25 @@ def _qualified(warehouse: str) -> str:
     return os.path.abspath(warehouse)
 
 
+def _granularity(value: Granularity | str | None) -> Granularity | None:
+    return None if value is None else Granularity.parse(value)
+
+
 def _interval(value: Interval | str) -> Interval:
     return value if isinstance(value, Interval) else Interval.parse(value)
+
+
+def _duration_ms(value: timedelta | float) -> int:
+    """A non-negative duration (a timedelta, or seconds) in milliseconds."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SpecError(
+            f"older_than must be a non-negative timedelta or number of seconds, got {value!r}; "
+            "e.g. timedelta(days=7) or 3600"
+        )
+    return round(seconds * 1000)

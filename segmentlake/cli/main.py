@@ -1,14 +1,17 @@
-"""``segmentlake`` sub-commands: quickstart, ingest, segments, locks, timeline, tasks."""
+"""``segmentlake`` sub-commands: quickstart, ingest, segments, locks, timeline, tasks, compact,
+cleanup, kill."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
@@ -56,7 +59,61 @@ def _parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="list a datasource's ingestion tasks and their reports")
     tasks.add_argument("datasource")
     tasks.add_argument("--id", dest="task_id", help="print this task's whole report")
+    _add_cleanup_commands(sub)
+    _add_compact_command(sub)
     return parser
+
+
+def _add_compact_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    compact = sub.add_parser(
+        "compact",
+        help="compact a datasource now (minor: merge small segments; major: perfect rollup)",
+        description="Run one compaction and print its report. Appends may go on meanwhile.",
+    )
+    compact.add_argument("datasource")
+    compact.add_argument("--interval", help="ISO interval (default: all the data)")
+    compact.add_argument("--mode", choices=("minor", "major"), default="minor")
+    compact.add_argument("--segment-granularity", help="major only, e.g. DAY")
+    compact.add_argument(
+        "--partitions-spec", metavar="JSON", help="major only: Druid's partitionsSpec JSON"
+    )
+    compact.add_argument(
+        "--max-rows-per-segment", type=int, default=5_000_000, help="minor only (default 5M)"
+    )
+
+
+def _add_cleanup_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cleanup = sub.add_parser(
+        "cleanup", help="mark a datasource's fully overshadowed segments unused"
+    )
+    cleanup.add_argument("datasource")
+    kill = sub.add_parser(
+        "kill",
+        help="delete a datasource's unused segments (records and rows), then VACUUM",
+        description="Delete the segments unused for longer than --older-than (their records, "
+        "then their rows unless a used segment shares them; without --interval also rows no "
+        "segment references), then VACUUM the datasource's Delta table.",
+    )
+    kill.add_argument("datasource")
+    kill.add_argument("--interval", help="only segments wholly inside this ISO interval")
+    kill.add_argument(
+        "--older-than",
+        default="PT1H",
+        metavar="DURATION",
+        help="unused for at least this long: ISO-8601 (PT1H, P7D) or seconds (default PT1H)",
+    )
+    kill.add_argument(
+        "--vacuum-retention-hours",
+        type=float,
+        metavar="HOURS",
+        help="VACUUM retention (default: the table's delta.deletedFileRetentionDuration)",
+    )
+    kill.add_argument(
+        "--no-vacuum",
+        dest="vacuum",
+        action="store_false",
+        help="skip VACUUM (it lists the whole table; deleted files stay until one runs)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,12 +136,19 @@ def _run(args: argparse.Namespace) -> int:
 
     # A bad spec or missing input fails before Spark starts (seconds).
     task = _load_task(args.spec) if args.command == "ingest" else None
+    older_than = _kill_options(args) if args.command == "kill" else None
     spark = spark_session(app_name=f"segmentlake {args.command}")
     lake = Lake(spark, args.warehouse)
     if task is not None:
         return _ingest(lake, task, args.task_id)
     if args.command == "quickstart":
         return quickstart.run(lake, days=args.days, rows_per_day=args.rows_per_day)
+    if args.command == "cleanup":
+        return _cleanup(lake, args.datasource)
+    if args.command == "compact":
+        return _compact(lake, args)
+    if older_than is not None:
+        return _kill(lake, args, older_than)
     if args.command == "segments":
         inspect.print_segments(lake, args.datasource, args.interval)
     elif args.command == "tasks":
@@ -94,6 +158,27 @@ def _run(args: argparse.Namespace) -> int:
     else:
         inspect.print_timeline(lake, args.datasource, args.interval)
     return 0
+
+
+def _compact(lake: Lake, args: argparse.Namespace) -> int:
+    import json
+
+    options: dict[str, Any] = {}
+    if args.segment_granularity:  # a minor compaction refuses it, with the reason
+        options["segment_granularity"] = args.segment_granularity
+    if args.partitions_spec:
+        try:
+            options["partitions_spec"] = json.loads(args.partitions_spec)
+        except ValueError as e:
+            raise SpecError(
+                f"--partitions-spec is not JSON ({e}); e.g. "
+                '\'{"type": "hashed", "targetRowsPerSegment": 5000000}\''
+            ) from e
+    if args.mode == "minor":
+        options["max_rows_per_segment"] = args.max_rows_per_segment
+    report = lake.compact(args.datasource, args.interval, mode=args.mode, **options)
+    print(report.summary())
+    return 0 if report.status in ("SUCCESS", "SKIPPED") else 1
 
 
 def _load_task(path: str) -> DruidIngestTask:
@@ -121,5 +206,63 @@ def _ingest(lake: Lake, task: DruidIngestTask, task_id: str | None) -> int:
         if isinstance(e.report, TaskReport):
             print(e.report.summary())
         return 1
+    print(report.summary())
+    return 0
+
+
+def duration_seconds(text: str) -> float:
+    """A duration given as seconds (``3600``) or an ISO-8601 period of fixed length (``PT1H``,
+    ``P7D``; months and years have no fixed length)."""
+    from segmentlake.core.interval import Period
+
+    example = "e.g. PT1H, P7D or 3600 (seconds)"
+    raw = text.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = None
+    if seconds is not None:
+        if not math.isfinite(seconds) or seconds < 0:
+            raise SpecError(
+                f"duration {text!r} must be a non-negative number of seconds; {example}"
+            )
+        return seconds
+    if re.fullmatch(r"P(?:0+[YMWD])*(?:T(?:0+[HMS])+)?", raw.upper()) and raw.upper() != "P":
+        return 0.0  # PT0S, P0D: zero is a fine retention here (Period wants a positive length)
+    try:
+        period = Period.parse(raw)
+    except SpecError as e:
+        raise SpecError(f"cannot parse duration {text!r}; {example}") from e
+    if period.months:
+        raise SpecError(
+            f"duration {text!r} has months or years, which have no fixed length; use days or "
+            f"weeks instead, {example}"
+        )
+    return period.millis / 1000
+
+
+def _kill_options(args: argparse.Namespace) -> float:
+    """Check kill's options before Spark starts; the duration in seconds."""
+    from segmentlake.core.interval import Interval
+
+    if args.interval is not None:
+        Interval.parse(args.interval)
+    return duration_seconds(args.older_than)
+
+
+def _cleanup(lake: Lake, datasource: str) -> int:
+    marked = lake.mark_overshadowed_unused(datasource)
+    print(f"cleanup {datasource}: marked {len(marked):,} overshadowed segment(s) unused")
+    return 0
+
+
+def _kill(lake: Lake, args: argparse.Namespace, older_than: float) -> int:
+    report = lake.kill(
+        args.datasource,
+        interval=args.interval,
+        older_than=older_than,
+        vacuum_retention_hours=args.vacuum_retention_hours,
+        vacuum=args.vacuum,
+    )
     print(report.summary())
     return 0

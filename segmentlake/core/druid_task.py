@@ -526,8 +526,8 @@ def _check_druid_form(spec: IngestionSpec) -> None:
     if spec.dimensions_spec.dimensions == ():
         raise SpecError("a Druid task lists at least one dimension, or none to discover them")
     for metric in spec.metrics:
-        if metric.type != "HLLSketchBuild" and metric.lg_k != _DEFAULT_LG_K:
-            raise SpecError(f"metric {metric.name!r}: lgK applies to HLLSketchBuild only")
+        if not metric.type.startswith("HLLSketch") and metric.lg_k != _DEFAULT_LG_K:
+            raise SpecError(f"metric {metric.name!r}: lgK applies to HLL sketch metrics only")
     for t in spec.transform_spec.transforms:
         if '"' in t.expression:
             raise SpecError(_DOUBLE_QUOTES.format(name=t.name))
@@ -858,7 +858,7 @@ class _Reader:
                 + ", ".join(AGGREGATOR_TYPES),
             )
             return {}
-        hll = kind == "HLLSketchBuild"
+        hll = kind in ("HLLSketchBuild", "HLLSketchMerge")
         extra = ("lgK", "stringEncoding") if hll else ()
         self.keys(obj, path, ("type", "name", "fieldName", *extra), _HLL_NO_EFFECT if hll else {})
         if obj.get("stringEncoding", "utf8") != "utf8":

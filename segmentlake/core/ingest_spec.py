@@ -41,6 +41,8 @@ __all__ = [
     "MetricSpec",
     "TimestampSpec",
     "TransformSpec",
+    "metric_from_json",
+    "metric_json",
 ]
 
 TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano")
@@ -56,6 +58,9 @@ AGGREGATOR_TYPES: Mapping[str, bool] = {
     # Druid's DataSketches HLL build aggregator; built with Spark's hll_sketch_agg, so
     # sketches of different segments merge later (hll_union_agg).
     "HLLSketchBuild": True,
+    # Druid's DataSketches HLL merge aggregator: unions sketches (binary) already built, e.g.
+    # by an earlier ingestion; compaction re-aggregates HLLSketchBuild metrics with it.
+    "HLLSketchMerge": True,
 }
 _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
 _DEFAULT_LG_K = 12
@@ -229,7 +234,9 @@ class IngestionSpec:
         return cls(
             timestamp_spec=_timestamp(schema.get("timestampSpec") or {}),
             dimensions_spec=_dimensions(schema.get("dimensionsSpec") or {}),
-            metrics=tuple(_metric(m, i) for i, m in enumerate(schema.get("metricsSpec") or [])),
+            metrics=tuple(
+                metric_from_json(m, i) for i, m in enumerate(schema.get("metricsSpec") or [])
+            ),
             granularity_spec=_granularity(schema.get("granularitySpec") or {}),
             transform_spec=_transform(schema.get("transformSpec") or {}),
             partitions_spec=_partitions(tuning, schema),
@@ -258,7 +265,7 @@ class IngestionSpec:
                     "dimensions": list(dims.dimensions or ()),
                     "dimensionExclusions": list(dims.exclusions),
                 },
-                "metricsSpec": [_metric_json(m) for m in self.metrics],
+                "metricsSpec": [metric_json(m) for m in self.metrics],
                 "granularitySpec": {
                     "type": "uniform",
                     "segmentGranularity": granularity.segment_granularity.name,
@@ -281,11 +288,12 @@ class IngestionSpec:
         }
 
 
-def _metric_json(metric: MetricSpec) -> dict[str, Any]:
+def metric_json(metric: MetricSpec) -> dict[str, Any]:
+    """Druid's JSON for one aggregator."""
     obj: dict[str, Any] = {"type": metric.type, "name": metric.name}
     if metric.field_name is not None:
         obj["fieldName"] = metric.field_name
-    if metric.type == "HLLSketchBuild" or metric.lg_k != _DEFAULT_LG_K:
+    if metric.type.startswith("HLLSketch") or metric.lg_k != _DEFAULT_LG_K:
         obj["lgK"] = metric.lg_k
     return obj
 
@@ -305,7 +313,8 @@ def _dimensions(obj: Mapping[str, Any]) -> DimensionsSpec:
     return DimensionsSpec(names, tuple(obj.get("dimensionExclusions") or ()))
 
 
-def _metric(obj: Any, index: int) -> MetricSpec:
+def metric_from_json(obj: Any, index: int) -> MetricSpec:
+    """One aggregator from Druid's JSON (``index``: its place in ``metricsSpec``)."""
     if not isinstance(obj, Mapping):
         raise SpecError(f"metricsSpec[{index}] must be an object, got {obj!r}")
     for key in ("type", "name"):

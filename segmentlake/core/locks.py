@@ -4,7 +4,11 @@ Locks are leases: a lock whose ``expires_millis`` has passed is treated as relea
 rule here, so a crashed task blocks others for at most one lease.
 
 * Time-chunk locks cover an interval; segment locks cover one segment (interval, version,
-  partition id). Types are EXCLUSIVE and SHARED: only SHARED with SHARED coexist.
+  partition id). Types are EXCLUSIVE, SHARED, APPEND and REPLACE (Druid's concurrent locks):
+  SHARED coexists with SHARED; APPEND coexists with APPEND and REPLACE; nothing else
+  coexists. An append's segment locks are APPEND; a compaction that replaces whole chunks
+  while appends go on takes REPLACE locks and, when it commits, re-publishes what was
+  appended meanwhile under its version (see metadata/publish.py).
 * Segment locks conflict only on the same segment; a time-chunk lock conflicts with any lock
   of another group whose interval overlaps its own (unless both are SHARED).
 * Locks of the same group never conflict (tasks of one group share locks), and a request is
@@ -36,6 +40,18 @@ __all__ = [
 class LockType(enum.Enum):
     EXCLUSIVE = "EXCLUSIVE"
     SHARED = "SHARED"
+    APPEND = "APPEND"
+    REPLACE = "REPLACE"
+
+
+# Pairs of lock types (of different groups, overlapping) that do not conflict.
+_COMPATIBLE = frozenset(
+    {
+        frozenset({LockType.SHARED}),
+        frozenset({LockType.APPEND}),
+        frozenset({LockType.APPEND, LockType.REPLACE}),
+    }
+)
 
 
 class LockGranularity(enum.Enum):
@@ -113,7 +129,7 @@ def lock_conflicts(held: TaskLock, request: LockRequest) -> bool:
     """Whether ``held`` (assumed live) stands in the way of ``request``."""
     if held.group_id == request.group_id or not held.interval.overlaps(request.interval):
         return False
-    if held.lock_type is LockType.SHARED and request.lock_type is LockType.SHARED:
+    if frozenset({held.lock_type, request.lock_type}) in _COMPATIBLE:
         return False
     if (
         held.granularity is LockGranularity.SEGMENT
@@ -201,7 +217,7 @@ def _lock_version(
     if same_group:
         # Tasks of one group writing one interval must publish under one version.
         return max(same_group)
-    if request.lock_type is LockType.EXCLUSIVE:
+    if request.lock_type in (LockType.EXCLUSIVE, LockType.REPLACE):
         return next_version(existing_versions, now_millis)
     return max(existing_versions) if existing_versions else next_version((), now_millis)
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from segmentlake.core.interval import Interval, format_timestamp, parse_timestamp, to_millis
+from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, shard_spec_from_json
 from segmentlake.errors import SpecError
 
@@ -111,7 +112,8 @@ class DataSegment:
 
     Equality and hashing go by :attr:`id`, as in Druid. ``load_spec`` locates the rows
     (``{"type": "delta", "path": ..., "segment": ...}``); ``last_compaction_state`` is the
-    fingerprint of the compaction spec that produced the segment, if any.
+    fingerprint of the compaction spec that produced the segment, if any; ``schema`` says
+    how its metric columns were aggregated (what compaction re-aggregates them with).
     """
 
     datasource: str
@@ -125,6 +127,7 @@ class DataSegment:
     num_rows: int = 0
     last_compaction_state: Mapping[str, Any] | None = None
     binary_version: int = 9
+    schema: SegmentSchema | None = None
 
     def __post_init__(self) -> None:
         _check_name("datasource", self.datasource)
@@ -133,6 +136,8 @@ class DataSegment:
             raise SpecError(f"interval must be an Interval, got {self.interval!r}")
         if not isinstance(self.shard_spec, ShardSpec):
             raise SpecError(f"shard_spec must be a ShardSpec, got {self.shard_spec!r}")
+        if self.schema is not None and not isinstance(self.schema, SegmentSchema):
+            raise SpecError(f"schema must be a SegmentSchema, got {self.schema!r}")
         if self.size < 0 or self.num_rows < 0:
             raise SpecError(f"size and num_rows must be >= 0, got {self.size}, {self.num_rows}")
         # Freeze (deep) copies of the mappings so a caller's later mutation, even of a nested
@@ -153,6 +158,14 @@ class DataSegment:
     @property
     def is_tombstone(self) -> bool:
         return self.shard_spec.is_tombstone
+
+    @property
+    def rows_interval(self) -> Interval:
+        """Where the segment's rows lie: its interval, or for a copy upgraded into a
+        replacing chunk (concurrent append and replace), the interval of the segment it
+        copies (``load_spec["interval"]``), which a finer chunk may not contain."""
+        text = self.load_spec.get("interval")
+        return Interval.parse(text) if isinstance(text, str) else self.interval
 
     def _identity(self) -> tuple[str, tuple[int, int], str, int]:
         return (self.datasource, self.interval.key, self.version, self.shard_spec.partition_num)
@@ -186,6 +199,7 @@ class DataSegment:
                 self.num_rows,
                 None if state is None else dict(state),
                 self.binary_version,
+                self.schema,
             ),
         )
 
@@ -214,6 +228,7 @@ class DataSegment:
                 else _deep_copy(self.last_compaction_state)
             ),
             "binaryVersion": self.binary_version,
+            "schema": None if self.schema is None else self.schema.to_json(),
             "size": self.size,
             "numRows": self.num_rows,
             "identifier": str(self.id),
@@ -243,6 +258,9 @@ class DataSegment:
                 num_rows=int(obj.get("numRows", 0)),
                 last_compaction_state=obj.get("lastCompactionState"),
                 binary_version=int(obj.get("binaryVersion", 9)),
+                schema=None
+                if obj.get("schema") is None
+                else SegmentSchema.from_json(obj["schema"]),
             )
         except KeyError as e:
             raise SpecError(f"segment descriptor lacks field {e.args[0]!r}: {obj!r}") from e
@@ -258,6 +276,10 @@ def _deep_copy(mapping: Mapping[str, Any]) -> dict[str, Any]:
     if all(isinstance(v, _SCALARS) for v in flat.values()):
         return flat
     return copy.deepcopy(flat)
+
+
+def _schema(value: Any) -> SegmentSchema | None:
+    return None if value is None else SegmentSchema.from_json(value)
 
 
 def _split(value: Any) -> tuple[str, ...]:

@@ -217,8 +217,16 @@ def _typed_input(metric: MetricSpec, columns: dict[str, T.DataType]) -> Column:
         return raw.try_cast("long")
     if metric.type.startswith("double"):
         return raw.try_cast("double")
-    # HLLSketchBuild: Spark's sketch takes int, bigint, string or binary values.
     dtype = columns[metric.field_name]
+    if metric.type == "HLLSketchMerge":
+        if not isinstance(dtype, T.BinaryType):
+            raise SpecError(
+                f"metric {metric.name!r} (HLLSketchMerge) unions HLL sketches: its fieldName "
+                f"{metric.field_name!r} must be a BINARY column of sketches (as hll_sketch_agg "
+                f"makes), not {dtype.simpleString()}; use HLLSketchBuild for raw values"
+            )
+        return raw
+    # HLLSketchBuild: Spark's sketch takes int, bigint, string or binary values.
     if isinstance(dtype, T.IntegerType | T.LongType | T.StringType | T.BinaryType):
         return raw
     return raw.try_cast("string")

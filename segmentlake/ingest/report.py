@@ -53,6 +53,15 @@ class TaskReport:
     phases: Mapping[str, float] = field(default_factory=dict)
     phase_metrics: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     error: str | None = None
+    # Compaction: the segments it read, and the appended segments it re-published under its
+    # version (concurrent append and replace).
+    input_segments: int = 0
+    input_bytes: int = 0
+    upgraded: int = 0
+    skipped_chunks: int = 0
+    # Metadata commits that landed, and lost races retried, per operation.
+    commits: Mapping[str, int] = field(default_factory=dict)
+    retries: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -90,6 +99,8 @@ class TaskReport:
         data["rows"]["unparseable_by_reason"] = dict(self.rows.unparseable_by_reason)
         data["phases"] = {k: round(v, 3) for k, v in self.phases.items()}
         data["phase_metrics"] = {k: dict(v) for k, v in self.phase_metrics.items()}
+        data["commits"] = dict(self.commits)
+        data["retries"] = dict(self.retries)
         return data
 
     @classmethod
@@ -111,6 +122,23 @@ class TaskReport:
             + (f", {self.tombstones:,} tombstones" if self.tombstones else "")
             + (f", version {self.version}" if self.version else ""),
         ]
+        if self.input_segments or self.type.startswith("compact"):
+            lines.append(
+                f"  compaction: {self.input_segments:,} input segment(s) "
+                f"({self.input_bytes:,} bytes, {r.rows_in:,} rows) -> {self.segments:,} "
+                f"({self.bytes:,} bytes, {r.rows_out:,} rows); {self.upgraded:,} appended "
+                f"segment(s) upgraded; {self.skipped_chunks:,} chunk(s) already compacted"
+            )
+        if self.commits or self.retries:
+            lines.append(
+                "  commits: "
+                + ", ".join(f"{k} {v}" for k, v in self.commits.items())
+                + (
+                    "; retried: " + ", ".join(f"{k} {v}" for k, v in self.retries.items())
+                    if self.retries
+                    else ""
+                )
+            )
         if self.phases:
             lines.append("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.phases.items()))
         lines.extend(self._spark_lines())

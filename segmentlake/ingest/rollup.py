@@ -149,6 +149,9 @@ def _aggregate(metric: MetricSpec) -> Column:
         return F.count(F.lit(1))
     if metric.type == "HLLSketchBuild":
         return F.hll_sketch_agg(F.col(metric_input(metric)), metric.lg_k)
+    if metric.type == "HLLSketchMerge":
+        # Sketches of different lgK merge into the smaller one (Druid's union does the same).
+        return F.hll_union_agg(F.col(metric_input(metric)), True)
     return _AGGREGATES[metric.type](F.col(metric_input(metric)))
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -40,6 +39,7 @@ from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
 from segmentlake.errors import BadRowsError, LockRefused, SpecError, first_line
 from segmentlake.ingest.datasource_table import (
@@ -67,13 +67,15 @@ from segmentlake.ingest.rollup import (
 )
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.deltalog import DeltaLogClient
+from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
 from segmentlake.metadata.store import now_ms
 from segmentlake.metadata.tasks import record_task, task_row
+from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
-__all__ = ["IngestTarget", "run_ingestion"]
+__all__ = ["IngestTarget", "Replacing", "run_ingestion"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +94,23 @@ class IngestTarget:
     lockbox: Lockbox
 
 
+@dataclass(frozen=True, slots=True)
+class Replacing:
+    """What a compaction brings to an ingestion run (``mode="compact"``): the version of the
+    REPLACE locks it already holds under the task id, the ids of every used segment it read
+    (appended ones outside them are upgraded at publish), and what its segments record."""
+
+    version: str
+    replaced: frozenset[str]
+    schema: SegmentSchema
+    compaction_state: Mapping[str, Any]
+    input_segments: int
+    input_bytes: int
+    skipped_chunks: int = 0
+    keeper: LeaseKeeper | None = None  # renewing the locks since they were granted
+    phases: Mapping[str, float] = field(default_factory=dict)  # before the engine's
+
+
 @dataclass
 class _Run:
     """The mutable state of one task while it runs."""
@@ -107,6 +126,9 @@ class _Run:
     phases: dict[str, float] = field(default_factory=dict)
     phase_metrics: dict[str, JobMetrics] = field(default_factory=dict)
     rows: RowStats = field(default_factory=RowStats)
+    df: DataFrame | None = None
+    replacing: Replacing | None = None
+    commits: CommitLog = field(default_factory=lambda: CommitLog({}, {}))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -133,8 +155,20 @@ class _Run:
             rows=self.rows,
             phases=dict(self.phases),
             phase_metrics={k: m.to_json() for k, m in self.phase_metrics.items()},
+            commits=dict(self.commits.commits),
+            retries=dict(self.commits.retries),
+            **self._replacing_values(),
             **values,
         )
+
+    def _replacing_values(self) -> dict[str, int]:
+        if self.replacing is None:
+            return {}
+        return {
+            "input_segments": self.replacing.input_segments,
+            "input_bytes": self.replacing.input_bytes,
+            "skipped_chunks": self.replacing.skipped_chunks,
+        }
 
 
 def run_ingestion(
@@ -148,15 +182,30 @@ def run_ingestion(
     task_id: str | None,
     lock_timeout_s: float,
     priority: int = 0,
+    replacing: Replacing | None = None,
 ) -> TaskReport:
-    """Run one append or overwrite task to the end and return its report (see the module)."""
+    """Run one append, overwrite or compaction task to the end and return its report (see
+    the module). A compaction (``mode="compact"``, with ``replacing``) already holds its
+    locks under ``task_id``; its segments replace whole chunks and leave no tombstones."""
     _check_request(datasource, spec, mode, interval)
+    if (mode == "compact") != (replacing is not None):
+        raise SpecError("a compaction run, and only it, comes with what it replaces")
     if task_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", task_id):
         raise SpecError(
             f"task_id {task_id!r} must be letters, digits, '_' and '-' only (it names the "
             "task's storage partitions, which use '.' as a separator)"
         )
     run = _Run(target, mode, datasource, spec, interval, task_id or _task_id(mode, datasource))
+    run.replacing = replacing
+    run.df = df
+    if replacing is not None:
+        run.phases.update(replacing.phases)
+    with recording_commits() as run.commits:
+        return _run(run, priority, lock_timeout_s)
+
+
+def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
+    spec = run.spec
     if getattr(spec.partitions_spec, "max_total_rows", None) is not None:
         logger.info(
             "%s: maxTotalRows has no effect: each segment streams from one Spark task to "
@@ -164,9 +213,9 @@ def run_ingestion(
             run.task_id,
         )
     with run.phase("parse"):
-        parsed = parse_input(df, spec, interval=interval)  # spec errors: before any lock
-    version = None
-    if mode == "overwrite":
+        parsed = parse_input(run.df, spec, interval=run.interval)  # spec errors: before locks
+    version = None if run.replacing is None else run.replacing.version
+    if run.mode == "overwrite":
         with run.phase("lock"):
             version = _lock_chunks(run, priority, lock_timeout_s)
     try:
@@ -183,7 +232,7 @@ def _ingest(
     version: str | None,
     priority: int,
     lock_timeout_s: float,
-    beat: _Heartbeat,
+    beat: LeaseKeeper | _NoHeartbeat,
 ) -> TaskReport:
     path = datasource_path(run.target.warehouse, run.datasource)
     partitioning = None
@@ -220,17 +269,29 @@ def _ingest(
     with run.phase("publish"):
         beat.finish(renew=True)  # a whole lease for the publish, with no renewal racing it
         # The ledger row goes in the publish commit: a report exists iff the segments do.
-        row = task_row(
+
+        def ledger(copies: list[DataSegment]) -> list[dict[str, Any]]:
+            report = run.report("SUCCESS", upgraded=len(copies), **results)
+            return [
+                task_row(
+                    run.datasource,
+                    run.task_id,
+                    report.to_json(),
+                    interval=run.interval,
+                    now_ms=now_ms(),
+                )
+            ]
+
+        published = publish(
+            run.target.lockbox,
             run.datasource,
-            run.task_id,
-            run.report("SUCCESS", **results).to_json(),
-            interval=run.interval,
-            now_ms=now_ms(),
+            segments,
+            group_id=run.task_id,
+            extra_rows=ledger,
+            replaced=None if run.replacing is None else run.replacing.replaced,
+            appended=run.mode == "append",
         )
-        publish(
-            run.target.lockbox, run.datasource, segments, group_id=run.task_id, extra_rows=[row]
-        )
-    report = run.report("SUCCESS", **results)
+    report = run.report("SUCCESS", upgraded=len(published.upgraded), **results)
     logger.info(
         "%s: SUCCESS, %d segment(s), %d rows out, %.1fs",
         run.task_id,
@@ -311,7 +372,7 @@ def _check_request(
         )
     if not isinstance(spec, IngestionSpec):
         raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
-    if mode not in ("append", "overwrite"):
+    if mode not in ("append", "overwrite", "compact"):
         raise SpecError(f"an ingestion is an 'append' or an 'overwrite', not {mode!r}")
     if mode == "append" and spec.partitions_spec.perfect_rollup:
         raise SpecError(
@@ -320,7 +381,7 @@ def _check_request(
             "overwrite(df, datasource, spec, interval=...) for it, or a 'dynamic' "
             "partitionsSpec to append"
         )
-    if mode == "overwrite":
+    if mode in ("overwrite", "compact"):
         if interval is None:
             raise SpecError(
                 "overwrite needs the interval it replaces, e.g. interval='2024-01-01/P1D'"
@@ -426,6 +487,7 @@ class _Describe:
     def segment(
         self, sid_interval: Interval, version: str, spec: Any, w: WrittenSegment
     ) -> DataSegment:
+        replacing = self.run.replacing
         return DataSegment(
             self.run.datasource,
             sid_interval,
@@ -436,6 +498,8 @@ class _Describe:
             metrics=tuple(m.name for m in self.run.spec.metrics),
             size=w.size,
             num_rows=w.num_rows,
+            schema=SegmentSchema.of(self.run.spec) if replacing is None else replacing.schema,
+            last_compaction_state=None if replacing is None else replacing.compaction_state,
         )
 
     def overwrite(self, written: Mapping[str, WrittenSegment], version: str) -> list[DataSegment]:
@@ -450,7 +514,7 @@ class _Describe:
         segments = []
         for chunk in granularity.iterate(self.run.interval):
             found = by_chunk.get(chunk.start_millis, [])
-            if not found:
+            if not found and self.run.replacing is None:
                 segments.append(
                     DataSegment(
                         self.run.datasource,
@@ -508,47 +572,23 @@ class _Describe:
         ]
 
 
-class _Heartbeat:
-    """Renews the task's lock leases from locking until :meth:`finish`, so a live task keeps
-    them however long it runs and a dead one loses them within one lease."""
-
-    def __init__(self, run: _Run, *, enabled: bool) -> None:
-        self.run = run
-        self.stop = threading.Event()
-        self.thread = threading.Thread(
-            target=self._beat, name=f"heartbeat-{run.task_id}", daemon=True
-        )
-        if enabled:
-            self.thread.start()
-
-    def _beat(self) -> None:
-        lockbox = self.run.target.lockbox
-        while not self.stop.wait(lockbox.lease_ms / 3000):
-            try:
-                self.renew()
-            except Exception:  # the publish will find out; keep beating meanwhile
-                logger.warning("%s: heartbeat failed", self.run.task_id, exc_info=True)
-
-    def renew(self) -> None:
-        lockbox = self.run.target.lockbox
-        if not lockbox.heartbeat(self.run.datasource, self.run.task_id) and not self.stop.is_set():
-            logger.warning("%s: its locks are gone (revoked or expired)", self.run.task_id)
+class _NoHeartbeat:
+    """An append holds no lock until its publish: nothing to renew."""
 
     def finish(self, *, renew: bool) -> None:
-        """Stop beating; with ``renew``, renew the leases once more first. The publish calls
-        this: a renewal rewrites the lock rows the publish reads, so beating through a long
-        publish (thousands of locks) would make it lose every commit race."""
-        if not self.thread.is_alive():
-            return
-        self.stop.set()
-        self.thread.join()
-        if renew:
-            self.renew()
+        pass
 
 
 @contextmanager
-def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[_Heartbeat]:
-    beat = _Heartbeat(run, enabled=enabled)
+def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbeat]:
+    """The task's lease keeper: a compaction's own (started when it locked), a new one for an
+    overwrite, none for an append."""
+    if run.replacing is not None and run.replacing.keeper is not None:
+        beat: LeaseKeeper | _NoHeartbeat = run.replacing.keeper
+    elif enabled:
+        beat = LeaseKeeper(run.target.lockbox, run.datasource, run.task_id)
+    else:
+        beat = _NoHeartbeat()
     try:
         yield beat
     finally:

@@ -107,7 +107,7 @@ def allocate(
         at = now_ms()
         pending = {r["id"]: pending_from_row(r) for r in state.of(PENDING)}
         locks = [lock_from_row(r) for r in state.of(LOCK)]
-        chunks: dict[tuple[int, int], _Chunk] = {}
+        chunks: dict[tuple[tuple[int, int], str], _Chunk] = {}
         changes = expired_lock_deletes(state, at)
         results = []
         for req in requests:
@@ -123,10 +123,10 @@ def allocate(
                     )
                 results.append(known)
                 continue
-            chunk = chunks.get(req.interval.key) or _chunk_for(
-                state, req.interval, overwrite_version, at
-            )
-            chunks[req.interval.key] = chunk
+            found = _chunk_for(state, req.interval, overwrite_version, at)
+            # Requests of finer intervals can land in one coarser chunk (an append by HOUR
+            # into a DAY chunk): they share its partition counter.
+            chunk = chunks.setdefault((found.interval.key, found.version), found)
             sid = SegmentId(datasource, chunk.interval, chunk.version, chunk.next_partition)
             _check_space(sid.partition_num, overwrite_version is not None)
             chunk.next_partition += 1
@@ -135,7 +135,9 @@ def allocate(
                 task_id,
                 datasource,
                 chunk.interval,
-                LockType.EXCLUSIVE,
+                # An append's lock lets a concurrent REPLACE (compaction) go on; a minor
+                # compaction's output ids are its own, exclusively.
+                LockType.EXCLUSIVE if overwrite_version is not None else LockType.APPEND,
                 LockGranularity.SEGMENT,
                 priority,
                 chunk.version,

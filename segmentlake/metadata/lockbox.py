@@ -20,7 +20,7 @@ from segmentlake.core.locks import LockRequest, TaskLock, decide_lock
 from segmentlake.errors import LockRefused
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, lock_from_row, lock_row
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
-from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+from segmentlake.metadata.transaction import Decision, Requirement, RetryPolicy, transact
 
 __all__ = ["LockResult", "Lockbox", "now_ms"]
 
@@ -83,10 +83,14 @@ class Lockbox:
         it, naming the holders in the way. Re-requesting a held lock renews it."""
         return self.try_lock_all([request])
 
-    def try_lock_all(self, requests: Sequence[LockRequest]) -> LockResult:
+    def try_lock_all(
+        self, requests: Sequence[LockRequest], *, requirements: Sequence[Requirement] = ()
+    ) -> LockResult:
         """Grant every request of one group or none, in one commit; the time-chunk locks among
         them share one version, above every version in their intervals (an overwrite's one
-        lock per chunk). ``LockResult.lock`` is the first lock, ``locks`` all of them."""
+        lock per chunk). ``LockResult.lock`` is the first lock, ``locks`` all of them. Each
+        of ``requirements`` checks the state the grant is decided on (it sees the used
+        segments and pending allocations overlapping the requests) and raises to refuse."""
         if not requests:
             raise LockRefused("no lock requested")
         groups = {(r.datasource, r.group_id) for r in requests}
@@ -101,6 +105,8 @@ class Lockbox:
         )
 
         def decide(state: PartitionState) -> Decision[LockResult]:
+            for requirement in requirements:
+                requirement(state)
             at = now_ms()
             # Same versions and same instant for every request: one shared next version.
             versions = [r["version"] for r in state.of(SEGMENT) + state.of(PENDING)]

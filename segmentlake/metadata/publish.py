@@ -8,17 +8,27 @@ duplicate them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment
-from segmentlake.errors import LockRefused, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes
-from segmentlake.metadata.records import LOCK, PENDING, Row, lock_from_row, segment_row
+from segmentlake.errors import LockRefused, SegmentLakeError, SpecError
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, overlapping
+from segmentlake.metadata.records import (
+    LOCK,
+    PENDING,
+    SEGMENT,
+    Row,
+    lock_from_row,
+    segment_row,
+)
 from segmentlake.metadata.store import Change, PartitionState, now_ms
-from segmentlake.metadata.transaction import Decision, transact
+from segmentlake.metadata.transaction import Decision, Requirement, transact
+from segmentlake.metadata.upgrade import upgrades
 
 __all__ = ["PublishResult", "publish"]
 
@@ -27,6 +37,7 @@ __all__ = ["PublishResult", "publish"]
 class PublishResult:
     segments: int
     locks_released: int
+    upgraded: tuple[DataSegment, ...] = ()
 
 
 def publish(
@@ -36,31 +47,53 @@ def publish(
     *,
     group_id: str,
     release_locks: bool = True,
-    extra_rows: Sequence[Row] = (),
+    extra_rows: Sequence[Row] | Callable[[list[DataSegment]], Sequence[Row]] = (),
+    replaced: frozenset[str] | None = None,
+    appended: bool = False,
+    requirements: Sequence[Requirement] = (),
 ) -> PublishResult:
     """Publish ``segments`` (all of ``datasource``) under the locks of ``group_id``;
-    ``extra_rows`` (e.g. the task's report) are upserted in the same commit.
+    ``extra_rows`` (e.g. the task's report; or a function of the upgraded copies giving them)
+    are upserted in the same commit.
 
     Every segment must be covered by a live (held, unrevoked, unexpired) lock of the group with
-    the segment's version; otherwise :class:`LockRefused` names the first uncovered segment
-    and nothing is published.
+    the segment's version, and every ``requirements`` check must pass on the state the commit
+    is decided on; otherwise :class:`LockRefused` (or the check's error) says why and nothing
+    is published. The same commit adds the upgraded copies of concurrently appended segments
+    (:mod:`segmentlake.metadata.upgrade`): a replacing publish passes ``replaced``, the ids
+    of every used segment it read; an append passes ``appended``.
     """
     for seg in segments:
         if seg.datasource != datasource:
             raise SpecError(f"segment {seg.id} is not of datasource {datasource!r}")
     condition = pc.field("group_id") == group_id
+    if segments:
+        span = Interval.of_millis(
+            min(s.interval.start_millis for s in segments),
+            max(s.interval.end_millis for s in segments),
+        )
+        condition = condition | (
+            pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use()
+        )
 
     def decide(state: PartitionState) -> Decision[PublishResult]:
         at = now_ms()
+        for requirement in requirements:
+            requirement(state)
         mine = [lk for lk in map(lock_from_row, state.of(LOCK)) if lk.group_id == group_id]
         live = [lk for lk in mine if lk.is_live(at)]
         for seg in segments:
             spec = seg.shard_spec
             if not any(lk.covers(seg.interval, seg.version, spec.partition_num) for lk in live):
                 raise LockRefused(_uncovered(seg, mine, at))
+        _check_new_ids(state, segments)
         published = {str(seg.id) for seg in segments}
-        changes = [Change("insert", segment_row(seg, used=True, now_ms=at)) for seg in segments]
-        changes += [Change("upsert", row) for row in extra_rows]
+        copies = upgrades(state, segments, replaced=replaced, appended=appended)
+        changes = [
+            Change("insert", segment_row(seg, used=True, now_ms=at)) for seg in [*segments, *copies]
+        ]
+        rows = extra_rows(copies) if callable(extra_rows) else extra_rows
+        changes += [Change("upsert", row) for row in rows]
         changes += [
             Change("delete", row) for row in state.of(PENDING) if row["payload"] in published
         ]
@@ -70,7 +103,7 @@ def publish(
             released = len(live)
         else:
             changes += expired_lock_deletes(state, at)
-        return Decision(changes, PublishResult(len(segments), released))
+        return Decision(changes, PublishResult(len(segments), released, tuple(copies)))
 
     return transact(
         lockbox.store,
@@ -80,6 +113,26 @@ def publish(
         condition=condition,
         policy=lockbox.retry,
     )
+
+
+def _check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> None:
+    """An id already published must be this very segment (a retried publish); another
+    segment under the same id would be dropped silently by the insert-if-absent."""
+    known = {r["id"]: r for r in state.of(SEGMENT)}
+    seen: dict[str, DataSegment] = {}
+    for seg in segments:
+        sid = str(seg.id)
+        other = seen.setdefault(sid, seg)
+        row = known.get(sid)
+        stored = None if row is None else json.loads(row["payload"]).get("loadSpec")
+        if other.load_spec != seg.load_spec or (
+            stored is not None and stored != dict(seg.load_spec)
+        ):
+            raise SegmentLakeError(
+                f"publish of {sid} refused: that id already names other rows "
+                f"({stored or dict(other.load_spec)}); ids come from lake.allocate, one per "
+                "segment"
+            )
 
 
 def _uncovered(seg: DataSegment, mine: list, at: int) -> str:

@@ -19,6 +19,7 @@ import pyarrow as pa
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockType, TaskLock
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import ShardSpec, shard_spec_from_json
 
 __all__ = [
@@ -109,6 +110,7 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
     and most share a shard spec, so each distinct one is built once."""
     intervals: dict[tuple[int, int], Interval] = {}
     specs: dict[str, ShardSpec] = {}
+    schemas: dict[str, SegmentSchema | None] = {"None": None}
     out = []
     # 10^5 new objects, none of them garbage: the cyclic collector would only rescan them
     # (measured: half of the time for 10^5 segments).
@@ -123,14 +125,23 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
             spec = specs.get(spec_key) or specs.setdefault(
                 spec_key, shard_spec_from_json(data["shardSpec"])
             )
-            out.append(_segment(row, data, interval, spec))
+            schema_key = repr(data.get("schema"))
+            if schema_key not in schemas:
+                schemas[schema_key] = SegmentSchema.from_json(data["schema"])
+            out.append(_segment(row, data, interval, spec, schemas[schema_key]))
     finally:
         if collecting:
             gc.enable()
     return out
 
 
-def _segment(row: Row, data: dict[str, Any], interval: Interval, spec: ShardSpec) -> DataSegment:
+def _segment(
+    row: Row,
+    data: dict[str, Any],
+    interval: Interval,
+    spec: ShardSpec,
+    schema: SegmentSchema | None,
+) -> DataSegment:
     return DataSegment(
         datasource=row["datasource"],
         interval=interval,
@@ -143,6 +154,7 @@ def _segment(row: Row, data: dict[str, Any], interval: Interval, spec: ShardSpec
         num_rows=int(data.get("numRows", 0)),
         last_compaction_state=data.get("lastCompactionState"),
         binary_version=int(data.get("binaryVersion", 9)),
+        schema=schema,
     )
 
 

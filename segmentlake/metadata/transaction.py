@@ -7,11 +7,13 @@ decision function raising (e.g. :class:`~segmentlake.errors.LockRefused`) aborts
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -21,10 +23,51 @@ from segmentlake.errors import CommitConflict, CommitStateUnknown
 from segmentlake.metadata.conflicts import is_commit_conflict
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState
 
-__all__ = ["Decision", "RetryPolicy", "transact"]
+__all__ = ["CommitLog", "Decision", "Requirement", "RetryPolicy", "recording_commits", "transact"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# A precondition a decision checks on the state it is made on: raises (e.g. LockRefused) when
+# the state does not allow the change (pyiceberg's commit requirements).
+Requirement = Callable[[PartitionState], None]
+
+
+@dataclass
+class CommitLog:
+    """The metadata commits a block made (see :func:`recording_commits`): per operation, how
+    many landed and how many lost races were retried."""
+
+    commits: dict[str, int]
+    retries: dict[str, int]
+
+    def record(self, operation: str, *, committed: bool, losses: int) -> None:
+        if committed:
+            self.commits[operation] = self.commits.get(operation, 0) + 1
+        if losses:
+            self.retries[operation] = self.retries.get(operation, 0) + losses
+
+
+_recording: contextvars.ContextVar[CommitLog | None] = contextvars.ContextVar(
+    "segmentlake_commit_log", default=None
+)
+
+
+@contextmanager
+def recording_commits() -> Iterator[CommitLog]:
+    """Count the commits and retries of every :func:`transact` in the block (this thread)."""
+    log = CommitLog({}, {})
+    token = _recording.set(log)
+    try:
+        yield log
+    finally:
+        _recording.reset(token)
+
+
+def _record(operation: str, *, committed: bool, losses: int) -> None:
+    log = _recording.get()
+    if log is not None:
+        log.record(operation, committed=committed, losses=losses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +119,13 @@ def transact(
             state = store.read(datasource, condition)
             decision = decide(state)
             if not decision.changes:
+                _record(operation, committed=False, losses=losses)
                 return decision.result
             if _committed(store, state, decision, commit_id, operation):
                 logger.debug(
                     "%s on %s committed after %d attempt(s)", operation, datasource, attempt + 1
                 )
+                _record(operation, committed=True, losses=losses)
                 return decision.result
             losses += 1
             turns.lost(datasource)

@@ -11,8 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.ingest_spec import MetricSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import (
     DimensionRangeShardSpec,
     HashBasedNumberedShardSpec,
@@ -343,6 +346,11 @@ def full_segment() -> DataSegment:
         num_rows=678,
         last_compaction_state={"partitionsSpec": {"type": "dynamic"}, "fingerprint": "f"},
         binary_version=9,
+        schema=SegmentSchema(
+            (MetricSpec("count", "count"), MetricSpec("longSum", "added", "added")),
+            Granularity.HOUR,
+            rollup=True,
+        ),
     )
 
 
@@ -360,6 +368,14 @@ def test_to_json_has_druid_descriptor_fields():
         "identifier": f"wiki_{DAY_TEXT}_{V1}_2",
         "numRows": 678,
         "lastCompactionState": {"partitionsSpec": {"type": "dynamic"}, "fingerprint": "f"},
+        "schema": {
+            "aggregators": [
+                {"type": "count", "name": "count"},
+                {"type": "longSum", "name": "added", "fieldName": "added"},
+            ],
+            "queryGranularity": "HOUR",
+            "rollup": True,
+        },
     }
 
 

@@ -65,7 +65,7 @@ def test_allocation_ids_versions_and_idempotence(lake: Lake, ds: str) -> None:
         (s.interval, s.partition_num, s.version) for s in (a, b, c)
     )
     assert {(lk.granularity.value, lk.lock_type.value) for lk in locks} == {
-        ("SEGMENT", "EXCLUSIVE")
+        ("SEGMENT", "APPEND")
     }
 
     # The same (sequence name, previous id) again: the same ids, and no commit.

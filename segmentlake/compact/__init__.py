@@ -1,0 +1,1 @@
+"""Engines that rewrite or remove segments after ingestion: compaction and kill."""

@@ -1,0 +1,476 @@
+"""The kill task: physically remove unused segments (Druid's ``kill`` task), then VACUUM.
+
+Marking a segment unused only changes metadata; its rows stay in the datasource's Delta table
+(invisible) so that ``mark_used`` can bring it back. ``kill_unused`` ends that for segments that
+have been unused longer than a retention:
+
+1. **Records** — one conditional metadata commit deletes the records of the candidates: unused
+   segments (wholly inside ``interval``, if given) marked unused at least ``older_than_ms``
+   ago, whose data key no used segment references. The check runs inside the commit's
+   decision, so a concurrent ``mark_used`` either lands first (the segment is no longer a
+   candidate) or finds no record afterwards: a killed segment can never come back.
+2. **Rows** — one Delta ``DELETE … WHERE __segment IN (…)`` for the killed segments' keys that
+   no remaining record (used or unused) references: a compaction can re-publish a segment's
+   record under a new version pointing at the same key, so a key is shared until its last
+   record goes.
+3. **Orphans** (whole-datasource kills only) — keys in the table that no record references at
+   all and whose newest file is older than the retention: rows of failed tasks, and of kills
+   that crashed between steps 1 and 2. A recent unreferenced key is a task's write that is not
+   published yet (tasks write rows before they publish records) and is left alone.
+4. **VACUUM** — removes the deleted files from storage once Delta's own retention allows it
+   (``delta.deletedFileRetentionDuration``, 7 days by default; time travel until then).
+   Delta's retention check stays on: a retention shorter than the table's is refused.
+   Optional (``vacuum=False``): it lists the whole table, seconds even for a small one.
+
+Used data is never touched: every deleted key is unreferenced by any used segment.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from segmentlake.core.interval import Interval
+from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.errors import SpecError, first_line
+from segmentlake.ingest.datasource_table import datasource_path
+from segmentlake.metadata.conflicts import is_commit_conflict
+from segmentlake.metadata.deltalog import DeltaLogClient
+from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments_from_rows
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+
+__all__ = ["KillReport", "data_key", "kill_unused"]
+
+logger = logging.getLogger(__name__)
+
+_KEY = "__segment"
+_RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+_DEFAULT_RETENTION_HOURS = 168.0  # Delta's default: interval 1 week
+_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+_LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+_DELETE_ATTEMPTS = 5
+_KEYS_PER_DELETE = 10_000
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class KillReport:
+    """What one kill removed.
+
+    ``killed``: the segments whose records were deleted; ``kept``: unused segments past the
+    retention that were not killed because a used segment serves their rows; ``keys_deleted``:
+    the killed segments' ``__segment`` keys whose rows were deleted (a key still referenced by
+    another record stays); ``orphan_keys_deleted``: unreferenced keys deleted; ``rows_deleted``:
+    rows of both (from the files' statistics); ``files_vacuumed``: files VACUUM removed from
+    storage (None if Delta did not say or VACUUM did not run); ``phases``: seconds per step
+    (``records``, ``list``, ``delete``, ``vacuum``).
+    """
+
+    datasource: str
+    killed: tuple[SegmentId, ...] = ()
+    kept: tuple[SegmentId, ...] = ()
+    keys_deleted: tuple[str, ...] = ()
+    orphan_keys_deleted: tuple[str, ...] = ()
+    rows_deleted: int = 0
+    files_vacuumed: int | None = None
+    phases: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.phases.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "datasource": self.datasource,
+            "killed": [str(i) for i in self.killed],
+            "kept": [str(i) for i in self.kept],
+            "keys_deleted": list(self.keys_deleted),
+            "orphan_keys_deleted": list(self.orphan_keys_deleted),
+            "rows_deleted": self.rows_deleted,
+            "files_vacuumed": self.files_vacuumed,
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
+        }
+
+    def summary(self) -> str:
+        """A few human lines, as the CLI prints them."""
+        if "vacuum" not in self.phases:
+            vacuumed = "not run"
+        elif self.files_vacuumed is None:
+            vacuumed = "ran (files removed not reported)"
+        else:
+            vacuumed = f"{self.files_vacuumed:,} file(s) removed from storage"
+        lines = [
+            f"kill {self.datasource}: {len(self.killed):,} segment(s) killed in "
+            f"{self.seconds:.1f}s"
+            + (f", {len(self.kept):,} kept (their rows serve used segments)" if self.kept else ""),
+            f"  rows: {self.rows_deleted:,} deleted under {len(self.keys_deleted):,} segment "
+            f"key(s) and {len(self.orphan_keys_deleted):,} orphan key(s)",
+            f"  vacuum: {vacuumed}",
+        ]
+        if self.phases:
+            lines.append("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.phases.items()))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class _Killed:
+    killed: tuple[SegmentId, ...]
+    kept: tuple[SegmentId, ...]
+    keys: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyFiles:
+    newest_ms: int
+    rows: int
+    files: int
+
+
+def kill_unused(
+    spark: SparkSession,
+    warehouse: str,
+    store: MetadataStore,
+    datasource: str,
+    *,
+    older_than_ms: int,
+    interval: Interval | None = None,
+    vacuum_retention_hours: float | None = None,
+    vacuum: bool = True,
+    policy: RetryPolicy | None = None,
+) -> KillReport:
+    """Kill ``datasource``'s segments unused for at least ``older_than_ms`` (wholly inside
+    ``interval`` if given), delete their rows and, without ``interval``, the orphan rows older
+    than that; then, if ``vacuum``, VACUUM with ``vacuum_retention_hours`` (None: the table's
+    retention). See the module for the order of the steps and why.
+
+    >>> kill_unused(spark, wh, store, "wiki", older_than_ms=3_600_000).summary()  # doctest: +SKIP
+    """
+    _check_arguments(older_than_ms, vacuum_retention_hours)
+    path = datasource_path(warehouse, datasource)
+    log = DeltaLogClient(spark, path)
+    has_table = log.version() >= 0
+    if has_table and vacuum and vacuum_retention_hours is not None:
+        _check_vacuum_retention(spark, log, vacuum_retention_hours)
+    phases: dict[str, float] = {}
+
+    started = time.monotonic()
+    decided = _delete_records(store, datasource, older_than_ms, interval, policy)
+    phases["records"] = time.monotonic() - started
+    if decided.killed:
+        logger.info("killed %d segment record(s) of %s", len(decided.killed), datasource)
+    report = KillReport(datasource, decided.killed, decided.kept, phases=phases)
+    if not has_table:
+        return report
+
+    started = time.monotonic()
+    listed = _keys_in_table(spark, log)
+    # Read again after our commit: any record committed since (by anyone) protects its key.
+    referenced = _referenced_keys(store, datasource)
+    segment_keys = sorted(k for k in decided.keys if k in listed and k not in referenced)
+    orphans: list[str] = []
+    if interval is None:
+        cutoff = now_ms() - older_than_ms
+        orphans = sorted(
+            k
+            for k, files in listed.items()
+            if k not in referenced and k not in decided.keys and files.newest_ms <= cutoff
+        )
+    phases["list"] = time.monotonic() - started
+
+    started = time.monotonic()
+    doomed = segment_keys + orphans
+    if doomed:
+        _delete_keys(spark, path, doomed)
+        logger.info(
+            "deleted the rows of %d segment key(s) and %d orphan key(s) from %s",
+            len(segment_keys),
+            len(orphans),
+            path,
+        )
+    phases["delete"] = time.monotonic() - started
+
+    vacuumed = None
+    if vacuum:
+        started = time.monotonic()
+        vacuumed = _vacuum(spark, log, vacuum_retention_hours, directories=len(listed))
+        phases["vacuum"] = time.monotonic() - started
+    report = KillReport(
+        datasource,
+        decided.killed,
+        decided.kept,
+        tuple(segment_keys),
+        tuple(orphans),
+        sum(listed[k].rows for k in doomed),
+        vacuumed,
+        phases,
+    )
+    logger.debug("%s", report.summary())
+    return report
+
+
+def _check_arguments(older_than_ms: int, vacuum_retention_hours: float | None) -> None:
+    if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
+        raise SpecError(
+            f"older_than_ms must be a non-negative integer of milliseconds, got "
+            f"{older_than_ms!r}; e.g. 3600000 kills segments unused for over an hour"
+        )
+    if vacuum_retention_hours is None:
+        return
+    if (
+        isinstance(vacuum_retention_hours, bool)
+        or not isinstance(vacuum_retention_hours, int | float)
+        or not math.isfinite(vacuum_retention_hours)
+        or vacuum_retention_hours < 0
+    ):
+        raise SpecError(
+            f"vacuum_retention_hours must be a non-negative number of hours or None (the "
+            f"table's {_RETENTION_PROPERTY}), got {vacuum_retention_hours!r}; e.g. 168"
+        )
+
+
+# -- step 1: the records -----------------------------------------------------------------------
+
+
+def _delete_records(
+    store: MetadataStore,
+    datasource: str,
+    older_than_ms: int,
+    interval: Interval | None,
+    policy: RetryPolicy | None,
+) -> _Killed:
+    def decide(state: PartitionState) -> Decision[_Killed]:
+        cutoff = now_ms() - older_than_ms
+        rows = state.of(SEGMENT)
+        segments = segments_from_rows(rows)
+        used_keys = {data_key(s) for row, s in zip(rows, segments, strict=True) if row["used"]}
+        used_keys.discard(None)
+        doomed: list[tuple[Row, DataSegment]] = []
+        kept: list[SegmentId] = []
+        for row, segment in zip(rows, segments, strict=True):
+            if row["used"] or row["updated_ms"] is None or row["updated_ms"] > cutoff:
+                continue
+            if interval is not None and not interval.contains(segment.interval):
+                continue
+            if data_key(segment) in used_keys:
+                kept.append(segment.id)
+            else:
+                doomed.append((row, segment))
+        ids = {s.id for _, s in doomed}
+        still_referenced = {
+            k for s in segments if s.id not in ids and (k := data_key(s)) is not None
+        }
+        keys = frozenset(
+            k for _, s in doomed if (k := data_key(s)) is not None and k not in still_referenced
+        )
+        result = _Killed(tuple(s.id for _, s in doomed), tuple(kept), keys)
+        return Decision([Change("delete", row) for row, _ in doomed], result)
+
+    return transact(
+        store,
+        datasource,
+        decide,
+        operation="kill",
+        condition=pc.field("kind") == SEGMENT,
+        policy=policy,
+    )
+
+
+def data_key(segment: DataSegment) -> str | None:
+    """The ``__segment`` key a segment's rows are under (None for tombstones and load specs
+    that are not segmentlake's)."""
+    spec = segment.load_spec
+    key = spec.get("segment")
+    return key if spec.get("type") == "delta" and isinstance(key, str) else None
+
+
+def _referenced_keys(store: MetadataStore, datasource: str) -> set[str]:
+    rows = store.rows(datasource, pc.field("kind") == SEGMENT, columns=SEGMENT_COLUMNS)
+    return {k for s in segments_from_rows(rows) if (k := data_key(s)) is not None}
+
+
+# -- steps 2 and 3: the rows -----------------------------------------------------------------
+
+
+def _keys_in_table(spark: SparkSession, log: DeltaLogClient) -> dict[str, _KeyFiles]:
+    """Per ``__segment`` key of the table's current snapshot: the newest file's modification
+    time, rows (from the files' statistics) and files. One Spark job over the log, aggregated
+    in Spark: only one row per key reaches the driver."""
+    files = DataFrame(log.snapshot().allFiles().toDF(), spark)
+    per_key = (
+        files.select(
+            F.col("partitionValues").getItem(_KEY).alias("key"),
+            F.col("modificationTime").alias("mtime"),
+            F.get_json_object("stats", "$.numRecords").cast("long").alias("rows"),
+        )
+        .where(F.col("key").isNotNull())
+        .groupBy("key")
+        .agg(
+            F.max("mtime").alias("newest"),
+            F.sum(F.coalesce(F.col("rows"), F.lit(0))).alias("rows"),
+            F.count(F.lit(1)).alias("files"),
+        )
+    )
+    return {
+        r["key"]: _KeyFiles(int(r["newest"]), int(r["rows"]), int(r["files"]))
+        for r in per_key.collect()
+    }
+
+
+def _delete_keys(spark: SparkSession, path: str, keys: list[str]) -> None:
+    """Delete every row under ``keys``: whole files (a partition predicate), one Delta commit
+    per batch of keys. Concurrent appends write other keys and do not conflict; a conflict
+    with another delete is retried (deleting is idempotent)."""
+    from delta.tables import DeltaTable
+
+    def delete(batch: list[str]) -> None:
+        # A fresh DeltaTable per attempt: a retry must plan on the latest snapshot.
+        DeltaTable.forPath(spark, path).delete(F.col(_KEY).isin(batch))
+
+    for start in range(0, len(keys), _KEYS_PER_DELETE):
+        batch = keys[start : start + _KEYS_PER_DELETE]
+        _retrying(partial(delete, batch), what=f"DELETE of {len(batch)} key(s) from {path}")
+
+
+def _retrying(action: Callable[[], T], *, what: str) -> T:
+    for attempt in range(1, _DELETE_ATTEMPTS + 1):
+        try:
+            return action()
+        except Exception as e:
+            if attempt == _DELETE_ATTEMPTS or not is_commit_conflict(e):
+                raise
+            logger.info("%s lost a commit race (%s); retrying", what, type(e).__name__)
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+# -- step 4: VACUUM ---------------------------------------------------------------------------
+
+
+def _vacuum(
+    spark: SparkSession, log: DeltaLogClient, hours: float | None, *, directories: int
+) -> int | None:
+    """VACUUM the table; the number of files removed, from the ``VACUUM END`` commit Delta
+    logs (None if it logged none)."""
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, log.path)
+    before = log.version()
+    try:
+        with _listing_parallelism(spark, directories):
+            if hours is None:
+                table.vacuum()
+            else:
+                table.vacuum(float(hours))
+    except Exception as e:
+        if "RETENTION_PERIOD_TOO_SHORT" not in str(e) and "retention period" not in str(e):
+            raise
+        raise _retention_refused(spark, log, hours, e) from e
+    ended = (
+        table.history(10)
+        .where((F.col("version") > before) & (F.col("operation") == "VACUUM END"))
+        .orderBy(F.col("version").desc())
+        .select("operationMetrics")
+        .limit(1)
+        .collect()
+    )
+    if not ended or not ended[0][0] or "numDeletedFiles" not in ended[0][0]:
+        return None
+    removed = int(ended[0][0]["numDeletedFiles"])
+    logger.info("VACUUM of %s removed %d file(s)", log.path, removed)
+    return removed
+
+
+@contextmanager
+def _listing_parallelism(spark: SparkSession, directories: int) -> Iterator[None]:
+    """VACUUM lists the table's directories in ``parallelPartitionDiscovery.parallelism``
+    Spark tasks, 10,000 by default whatever the table's size: one VACUUM of a table of a few
+    directories ran ~25 jobs, most with a stage of 10,000 tasks, 1-2 min on 2 busy cores
+    (measured; 25 s with 4 tasks). Unless the session set it, size it to the table: about 10
+    directories (``__segment`` values) per task, at least the default parallelism."""
+    conf = spark.conf
+    if conf.get(_LISTING_PARALLELISM, None) is not None:
+        yield
+        return
+    wanted = max(spark.sparkContext.defaultParallelism, math.ceil(directories / 10))
+    conf.set(_LISTING_PARALLELISM, str(min(wanted, 10_000)))
+    try:
+        yield
+    finally:
+        conf.unset(_LISTING_PARALLELISM)
+
+
+def _check_vacuum_retention(spark: SparkSession, log: DeltaLogClient, hours: float) -> None:
+    """Refuse, before anything is deleted, a retention Delta's check would refuse at the end."""
+    if (spark.conf.get(_CHECK_CONF, "true") or "true").lower() == "false":
+        return  # the platform turned Delta's check off; that is its call, not ours
+    table_hours = _table_retention_hours(log)
+    if table_hours is not None and hours < table_hours:
+        raise _retention_refused(spark, log, hours, None)
+
+
+def _table_retention_hours(log: DeltaLogClient) -> float | None:
+    value = log.table_property(log.snapshot(), _RETENTION_PROPERTY)
+    return _DEFAULT_RETENTION_HOURS if value is None else interval_hours(value)
+
+
+_UNIT_HOURS = {
+    "week": 168.0,
+    "day": 24.0,
+    "hour": 1.0,
+    "minute": 1 / 60,
+    "second": 1 / 3600,
+    "millisecond": 1 / 3_600_000,
+    "microsecond": 1 / 3_600_000_000,
+}
+_INTERVAL_PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+?)s?\b")
+
+
+def interval_hours(text: str) -> float | None:
+    """Hours of a Delta interval property such as ``interval 1 week`` or ``interval 0 hours``
+    (None if it is not of that form)."""
+    body = text.strip().lower()
+    body = body.removeprefix("interval").strip()
+    parts = _INTERVAL_PART.findall(body)
+    if not parts or _INTERVAL_PART.sub("", body).strip():
+        return None
+    hours = 0.0
+    for number, unit in parts:
+        if unit not in _UNIT_HOURS:
+            return None
+        hours += float(number) * _UNIT_HOURS[unit]
+    return hours
+
+
+def _retention_refused(
+    spark: SparkSession, log: DeltaLogClient, hours: float | None, error: Exception | None
+) -> SpecError:
+    value = log.table_property(log.snapshot(), _RETENTION_PROPERTY) or "interval 1 week"
+    table_hours = _table_retention_hours(log)
+    at_least = f"{table_hours:g}" if table_hours is not None else f"the table's {value}"
+    if error is not None:
+        found = re.search(r"at least (\d+(?:\.\d+)?) hours", str(error))
+        at_least = found.group(1) if found else at_least
+        delta_says = f"; Delta says: {first_line(error)}"
+    else:
+        delta_says = ""
+    asked = "the default retention" if hours is None else f"a retention of {hours:g} hours"
+    return SpecError(
+        f"VACUUM of {log.path} with {asked} would be refused by "
+        f"Delta's retention check (the table's {_RETENTION_PROPERTY} is {value!r}){delta_says}. "
+        f"Pass vacuum_retention_hours >= {at_least} (or None for the table's retention), or, "
+        f"if no write to the table can run longer than that, lower the table's retention "
+        f"first: ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES "
+        f"('{_RETENTION_PROPERTY}' = 'interval 24 hours')"
+    )

@@ -1,0 +1,458 @@
+"""Minor compaction: merge small segments inside their chunk and version, under segment locks.
+
+1. **plan**: per chunk, the runs :func:`segmentlake.core.compaction.minor_runs` picks from
+   its visible segments;
+2. **lock**: an EXCLUSIVE segment lock on every input, in one commit that also checks each
+   input is still used and visible — so of two compactions wanting one segment, one wins and
+   the other is refused (:class:`LockRefused`) before writing anything. Appends take APPEND
+   locks on fresh ids and never conflict;
+3. **write**: ONE Spark job reads the inputs' rows (clipped to their chunk), rolls rows with
+   equal time and dimensions up within each run (best effort), and writes each run as
+   ``ceil(rows / max)`` segments, hash-bucketed by time and dimensions;
+4. **allocate**: ids from the overwrite space 32768-65535 of each chunk, with their locks;
+5. **publish**: ``NumberedOverwriteShardSpec`` segments (root range = the run's, minor
+   version = highest input minor + 1, group size = the run's outputs) in ONE commit that
+   checks the input locks are still held and the inputs still used.
+
+Appended segments of the same chunk get first-generation ids outside the runs' root ranges,
+so the outputs never hide them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from segmentlake.compact.source import used_segments
+from segmentlake.core.compaction import MINOR, MinorRun, compaction_state, merged_schema, minor_runs
+from segmentlake.core.ingest_spec import MetricSpec
+from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.locks import LockGranularity, LockRequest, LockType
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.segment_schema import SegmentSchema
+from segmentlake.core.shard_spec import NumberedOverwriteShardSpec
+from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.errors import LockRefused, SpecError, first_line
+from segmentlake.ingest.datasource_table import (
+    WrittenSegment,
+    datasource_path,
+    write_rows,
+    written_segments,
+)
+from segmentlake.ingest.report import RowStats, TaskReport
+from segmentlake.ingest.rollup import SEGMENT_KEY
+from segmentlake.ingest.task import IngestTarget
+from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.deltalog import DeltaLogClient
+from segmentlake.metadata.heartbeat import LeaseKeeper
+from segmentlake.metadata.lockbox import Lockbox
+from segmentlake.metadata.publish import publish
+from segmentlake.metadata.records import LOCK, SEGMENT, lock_from_row, segments_from_rows
+from segmentlake.metadata.store import PartitionState, now_ms
+from segmentlake.metadata.tasks import record_task, task_row
+from segmentlake.metadata.transaction import recording_commits
+from segmentlake.read.reader import TIME_COLUMN, key_in, sql_string
+
+__all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "compact_minor"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ROWS_PER_SEGMENT = 5_000_000  # Druid's dynamic partitionsSpec default
+_RUN = "__run"
+
+
+def compact_minor(
+    target: IngestTarget,
+    datasource: str,
+    interval: Interval | None,
+    *,
+    max_rows_per_segment: int,
+    task_id: str | None,
+    priority: int,
+    segments: Sequence[str] | None = None,
+) -> TaskReport:
+    """Run one minor compaction of ``interval`` (default: everything) to the end; with
+    ``segments`` (ids), only of those."""
+    task_id = task_id or f"compact_minor_{_safe(datasource)}_{uuid.uuid4().hex[:12]}"
+    store = target.lockbox.store
+    timeline = VersionedIntervalTimeline(used_segments(store, datasource, interval or ETERNITY))
+    runs = _runs(timeline, interval or ETERNITY, max_rows_per_segment, segments)
+    span = None if interval is None else str(interval)
+    if not runs:
+        logger.info("%s: nothing to compact", task_id)
+        return TaskReport(task_id, "compact_minor", datasource, "SKIPPED", span, RowStats())
+    job = _Job(target, datasource, task_id, runs, priority, span)
+    with recording_commits() as job.commits:
+        job.lock()
+        try:
+            with job.heartbeat():
+                return job.run()
+        except BaseException as err:
+            job.fail(err)
+            raise
+
+
+def _runs(
+    timeline: VersionedIntervalTimeline,
+    interval: Interval,
+    max_rows: int,
+    chosen: Sequence[str] | None,
+) -> list[MinorRun]:
+    """The runs of every chunk overlapping ``interval`` (each chunk's visible segments once,
+    however many pieces of the timeline it serves), of the ``chosen`` ones if given."""
+    chunks: dict[tuple[tuple[int, int], str], dict[DataSegment, None]] = {}
+    wanted = None if chosen is None else {str(i) for i in chosen}
+    for holder in timeline.lookup(interval):
+        key = (holder.chunk_interval.key, holder.version)
+        members = [s for s in holder.segments if wanted is None or str(s.id) in wanted]
+        chunks.setdefault(key, {}).update(dict.fromkeys(members))
+    if wanted is not None:
+        found = {str(s.id) for members in chunks.values() for s in members}
+        if found != wanted:
+            raise SpecError(
+                f"segments {sorted(wanted - found)} are not visible segments of the datasource"
+                + ("" if interval == ETERNITY else f" in {interval}")
+                + "; a minor compaction takes visible segments only (see lake.timeline)"
+            )
+    runs = []
+    for _, segments in sorted(chunks.items(), key=lambda kv: kv[0]):
+        runs += minor_runs(
+            list(segments), max_rows_per_segment=max_rows, only_if_useful=wanted is None
+        )
+    return runs
+
+
+class _Job:
+    """One minor compaction while it runs."""
+
+    def __init__(
+        self,
+        target: IngestTarget,
+        datasource: str,
+        task_id: str,
+        runs: list[MinorRun],
+        priority: int,
+        span: str | None,
+    ) -> None:
+        self.target = target
+        self.lockbox: Lockbox = target.lockbox
+        self.datasource = datasource
+        self.task_id = task_id
+        self.runs = runs
+        self.priority = priority
+        self.span = span
+        self.inputs = [s for run in runs for s in run.inputs]
+        self.token = uuid.uuid4().hex[:16]
+        self.phases: dict[str, float] = {}
+        self.rows = RowStats()
+        self.commits = None  # set by compact_minor
+        self.keeper: LeaseKeeper | None = None
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = time.monotonic() - started
+            logger.info("%s: %s took %.2fs", self.task_id, name, self.phases[name])
+
+    def lock(self) -> None:
+        requests = [
+            LockRequest(
+                self.task_id,
+                self.task_id,
+                self.datasource,
+                s.interval,
+                LockType.EXCLUSIVE,
+                LockGranularity.SEGMENT,
+                self.priority,
+                s.version,
+                s.shard_spec.partition_num,
+            )
+            for s in self.inputs
+        ]
+        with self.phase("lock"):
+            result = self.lockbox.try_lock_all(requests, requirements=[self._inputs_visible])
+        if not result.granted:
+            holders = sorted({lk.group_id for lk in result.conflicting})
+            raise LockRefused(
+                f"minor compaction {self.task_id} of {self.datasource} refused: "
+                f"{len(result.conflicting)} of its {len(self.inputs)} input segment(s) are "
+                f"locked by {holders}; try again when they are done",
+                conflicting=result.conflicting,
+            )
+        logger.info("%s: locked %d input segment(s)", self.task_id, len(self.inputs))
+
+    def _inputs_visible(self, state: PartitionState) -> None:
+        """Every input is still used and visible (no other compaction replaced it)."""
+        used = [r for r in state.of(SEGMENT) if r["used"]]
+        timeline = VersionedIntervalTimeline(segments_from_rows(used))
+        for seg in self.inputs:
+            visible = {s.id for s in timeline.visible_segments(seg.interval)}
+            if seg.id not in visible:
+                raise LockRefused(
+                    f"minor compaction {self.task_id}: input {seg.id} is no longer visible "
+                    "(another compaction or an overwrite replaced it); plan again"
+                )
+
+    def _inputs_locked(self, state: PartitionState) -> None:
+        """The publish's check: the inputs are still used and their locks still held."""
+        at = now_ms()
+        held = [
+            lk
+            for lk in map(lock_from_row, state.of(LOCK))
+            if lk.group_id == self.task_id and lk.is_live(at)
+        ]
+        used = {r["id"] for r in state.of(SEGMENT) if r["used"]}
+        for seg in self.inputs:
+            if str(seg.id) not in used:
+                raise LockRefused(f"minor compaction {self.task_id}: input {seg.id} is unused")
+            spec = seg.shard_spec
+            if not any(lk.covers(seg.interval, seg.version, spec.partition_num) for lk in held):
+                raise LockRefused(
+                    f"minor compaction {self.task_id}: its lock on input {seg.id} was revoked "
+                    "or expired; nothing published"
+                )
+
+    @contextmanager
+    def heartbeat(self) -> Iterator[None]:
+        self.keeper = LeaseKeeper(self.lockbox, self.datasource, self.task_id)
+        try:
+            yield
+        finally:
+            self.keeper.finish(renew=False)
+
+    def run(self) -> TaskReport:
+        path = datasource_path(self.target.warehouse, self.datasource)
+        dimensions, schema = merged_schema(self.inputs)
+        state = compaction_state(
+            MINOR,
+            dimensions,
+            schema,
+            segment_granularity=None,
+            partitions_spec={"type": "dynamic", "maxRowsPerSegment": self._max_rows()},
+        )
+        with self.phase("write"):
+            written = self._write(path, dimensions, schema)
+        outputs = self._describe(written, path, dimensions, schema, state)
+        with self.phase("allocate"):
+            outputs = self._allocate(outputs)
+        self.rows = RowStats(
+            rows_in=sum(s.num_rows for s in self.inputs),
+            processed=sum(s.num_rows for s in self.inputs),
+            rows_out=sum(s.num_rows for _, s in outputs),
+        )
+        segments = [seg for _, seg in outputs]
+        results = self._results(segments)
+        with self.phase("publish"):
+            assert self.keeper is not None
+            self.keeper.finish(renew=True)  # a whole lease, and no renewal racing the publish
+            row = task_row(
+                self.datasource,
+                self.task_id,
+                self.report("SUCCESS", **results).to_json(),
+                interval=None,
+                now_ms=now_ms(),
+            )
+            publish(
+                self.lockbox,
+                self.datasource,
+                segments,
+                group_id=self.task_id,
+                extra_rows=[row],
+                requirements=[self._inputs_locked],
+            )
+        report = self.report("SUCCESS", **results)
+        logger.info("%s", report.summary())
+        return report
+
+    def _max_rows(self) -> int:
+        return max((max(1, -(-run.num_rows // run.outputs)) for run in self.runs), default=1)
+
+    def _write(
+        self, path: str, dimensions: Sequence[str], schema: SegmentSchema
+    ) -> dict[str, WrittenSegment]:
+        """ONE Spark job: each run's rows, rolled up within the run if the segments are,
+        bucketed into its outputs and written under ``<chunk>.<run>.<bucket>.<token>``."""
+        spark = self.target.spark
+        table = spark.read.format("delta").load(path)
+        run_of = {}
+        for i, run in enumerate(self.runs):
+            for seg in run.inputs:
+                run_of[_key(seg)] = i
+        rows = table.where(key_in(list(run_of)))
+        # One SQL expression, not a py4j call per key (thousands of inputs).
+        pairs = ",".join(f"{sql_string(k)}, {i}" for k, i in run_of.items())
+        rows = rows.withColumn(_RUN, F.expr(f"map({pairs})[`{SEGMENT_KEY}`]"))
+        # Rows of an upgraded copy may lie outside its chunk: keep each run's chunk only.
+        inside = F.lit(False)
+        t = F.col(TIME_COLUMN)
+        for i, run in enumerate(self.runs):
+            lo, hi = run.interval.key
+            inside = inside | (
+                (F.col(_RUN) == i)
+                & (t >= F.timestamp_millis(F.lit(lo)))
+                & (t < F.timestamp_millis(F.lit(hi)))
+            )
+        rows = rows.where(inside)
+        dims = [F.col(d) if d in table.columns else F.lit(None).alias(d) for d in dimensions]
+        names = [m.name for m in schema.aggregators]
+        if schema.rollup:
+            aggregates = [_combine(m).alias(m.name) for m in schema.combining()]
+            rows = rows.groupBy(F.col(_RUN), t, *dims).agg(
+                *(aggregates or [F.count(F.lit(1)).alias("__n")])
+            )
+            dims = [F.col(d) for d in dimensions]
+        outputs = F.create_map(
+            *[F.lit(x) for i, run in enumerate(self.runs) for x in (i, run.outputs)]
+        )
+        bucket = F.pmod(F.xxhash64(t, *[F.col(d) for d in dimensions]), outputs[F.col(_RUN)])
+        chunk = F.create_map(
+            *[F.lit(x) for i, run in enumerate(self.runs) for x in (i, run.interval.start_millis)]
+        )
+        key = F.concat_ws(
+            ".",
+            chunk[F.col(_RUN)].cast("string"),
+            F.col(_RUN).cast("string"),
+            bucket.cast("string"),
+            F.lit(self.token),
+        )
+        rows = (
+            rows.select(t, *dims, *[F.col(n) for n in names], F.col(_RUN))
+            .withColumn(SEGMENT_KEY, key)
+            .drop(_RUN)
+            .repartition(SEGMENT_KEY)
+        )
+        log = DeltaLogClient(spark, path)
+        versions = write_rows(log, rows)
+        suffix = f".{self.token}"
+        return written_segments(log, versions, lambda k: k.endswith(suffix))
+
+    def _describe(
+        self,
+        written: dict[str, WrittenSegment],
+        path: str,
+        dimensions: Sequence[str],
+        schema: SegmentSchema,
+        state: dict,
+    ) -> list[tuple[int, DataSegment]]:
+        """(run index, output segment with a provisional id) per written key; a run's
+        outputs form one atomic update group."""
+        by_run: dict[int, list[WrittenSegment]] = {}
+        for key in sorted(written):
+            by_run.setdefault(int(key.split(".")[1]), []).append(written[key])
+        outputs = []
+        for i, found in sorted(by_run.items()):
+            run = self.runs[i]
+            start, end = run.root_range
+            for w in found:
+                spec = NumberedOverwriteShardSpec(32768, start, end, run.minor_version, len(found))
+                outputs.append(
+                    (
+                        i,
+                        DataSegment(
+                            self.datasource,
+                            run.interval,
+                            run.version,
+                            spec,
+                            load_spec={"type": "delta", "path": path, "segment": w.key},
+                            dimensions=tuple(dimensions),
+                            metrics=tuple(m.name for m in schema.aggregators),
+                            size=w.size,
+                            num_rows=w.num_rows,
+                            last_compaction_state=state,
+                            schema=schema,
+                        ),
+                    )
+                )
+        return outputs
+
+    def _allocate(self, outputs: list[tuple[int, DataSegment]]) -> list[tuple[int, DataSegment]]:
+        """Give each output an id from its chunk's overwrite space, with its lock."""
+        by_version: dict[str, list[int]] = {}
+        for n, (_, seg) in enumerate(outputs):
+            by_version.setdefault(seg.version, []).append(n)
+        final = list(outputs)
+        for version, indexes in by_version.items():
+            requests = [
+                AllocateRequest(outputs[n][1].interval, f"{self.task_id}|{_key(outputs[n][1])}")
+                for n in indexes
+            ]
+            pending = allocate(
+                self.lockbox,
+                self.datasource,
+                requests,
+                group_id=self.task_id,
+                task_id=self.task_id,
+                priority=self.priority,
+                overwrite_version=version,
+            )
+            for n, p in zip(indexes, pending, strict=True):
+                i, seg = outputs[n]
+                spec = replace(seg.shard_spec, partition_num=p.segment_id.partition_num)
+                final[n] = (i, replace(seg, shard_spec=spec))
+        return final
+
+    def _results(self, segments: list[DataSegment]) -> dict[str, object]:
+        return {
+            "segments": len(segments),
+            "bytes": sum(s.size for s in segments),
+            "files": len(segments),
+            "largest_segment_rows": max((s.num_rows for s in segments), default=0),
+            "input_segments": len(self.inputs),
+            "input_bytes": sum(s.size for s in self.inputs),
+        }
+
+    def report(self, status: str, **values: object) -> TaskReport:
+        commits = self.commits
+        return TaskReport(
+            task_id=self.task_id,
+            type="compact_minor",
+            datasource=self.datasource,
+            status=status,
+            interval=self.span,
+            rows=self.rows,
+            phases=dict(self.phases),
+            commits=dict(commits.commits) if commits else {},
+            retries=dict(commits.retries) if commits else {},
+            **values,  # type: ignore[arg-type]
+        )
+
+    def fail(self, err: BaseException) -> None:
+        try:
+            self.lockbox.release(self.datasource, self.task_id)
+            report = self.report("FAILED", error=f"{type(err).__name__}: {first_line(err)}")
+            row = task_row(
+                self.datasource, self.task_id, report.to_json(), interval=None, now_ms=now_ms()
+            )
+            record_task(self.lockbox.store, row, policy=self.lockbox.retry)
+        except Exception:
+            logger.warning("%s: could not release locks or record the failure", self.task_id)
+
+
+def _combine(metric: MetricSpec) -> Column:
+    """The Spark aggregate of a combining aggregator over its stored column."""
+    column = F.col(metric.name)
+    if metric.type == "HLLSketchMerge":
+        return F.hll_union_agg(column, True)
+    if metric.type.endswith("Min"):
+        return F.min(column)
+    if metric.type.endswith("Max"):
+        return F.max(column)
+    return F.sum(column)
+
+
+def _key(segment: DataSegment) -> str:
+    return str(segment.load_spec.get("segment"))
+
+
+def _safe(datasource: str) -> str:
+    return "".join(c if c.isascii() and c.isalnum() else "_" for c in datasource)[:40]

@@ -1,0 +1,86 @@
+"""What a segment's rows mean (Druid's segment ``Metadata``): the aggregators that built its
+metric columns, the query granularity its times are truncated to, and whether it is rolled up.
+
+Compaction needs it to merge segments: each metric is re-aggregated with its *combining* form
+(a ``count`` column is summed, a min stays a min, an HLL sketch is unioned), and a datasource
+ingested without rollup is compacted without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec, metric_from_json, metric_json
+from segmentlake.errors import SpecError
+
+__all__ = ["SegmentSchema", "combining_metric"]
+
+# A stored metric column is re-aggregated by the combining aggregator of its type.
+_COMBINING = {
+    "count": "longSum",
+    "longSum": "longSum",
+    "doubleSum": "doubleSum",
+    "longMin": "longMin",
+    "longMax": "longMax",
+    "doubleMin": "doubleMin",
+    "doubleMax": "doubleMax",
+    "HLLSketchBuild": "HLLSketchMerge",
+    "HLLSketchMerge": "HLLSketchMerge",
+}
+
+
+def combining_metric(metric: MetricSpec) -> MetricSpec:
+    """The aggregator that merges ``metric``'s stored column into itself (Druid's
+    ``getCombiningFactory``): ``count`` → ``longSum`` of the count, ``HLLSketchBuild`` →
+    ``HLLSketchMerge`` of the sketches, the others keep their type.
+
+    >>> combining_metric(MetricSpec("count", "edits"))
+    MetricSpec(type='longSum', name='edits', field_name='edits', lg_k=12)
+    """
+    return MetricSpec(_COMBINING[metric.type], metric.name, metric.name, metric.lg_k)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSchema:
+    """Aggregators, query granularity and rollup of a segment's rows."""
+
+    aggregators: tuple[MetricSpec, ...] = ()
+    query_granularity: Granularity = Granularity.NONE
+    rollup: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "aggregators", tuple(self.aggregators))
+        object.__setattr__(self, "query_granularity", Granularity.parse(self.query_granularity))
+        for metric in self.aggregators:
+            if not isinstance(metric, MetricSpec):
+                raise SpecError(f"a segment schema's aggregators are MetricSpecs, got {metric!r}")
+
+    @classmethod
+    def of(cls, spec: IngestionSpec) -> SegmentSchema:
+        """The schema of the segments an ingestion with ``spec`` writes."""
+        granularity = spec.granularity_spec
+        return cls(spec.metrics, granularity.query_granularity, granularity.rollup)
+
+    def combining(self) -> tuple[MetricSpec, ...]:
+        return tuple(combining_metric(m) for m in self.aggregators)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "aggregators": [metric_json(m) for m in self.aggregators],
+            "queryGranularity": self.query_granularity.name,
+            "rollup": self.rollup,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SegmentSchema:
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a segment schema must be a JSON object, got {data!r}")
+        aggregators: Sequence[Any] = data.get("aggregators") or ()
+        return cls(
+            tuple(metric_from_json(m, i) for i, m in enumerate(aggregators)),
+            Granularity.parse(data.get("queryGranularity", "NONE")),
+            bool(data.get("rollup", True)),
+        )

@@ -1,0 +1,186 @@
+"""Concurrent append and replace: re-publish appended segments under a replacing version.
+
+A compaction (or any task holding REPLACE locks) publishes a new version over whole chunks
+while appends (APPEND locks) go on into the old version. Without more, the new version would
+hide every row appended after the compaction read its inputs. Druid's answer, taken here: the
+appended segments are *upgraded* — each gets a copy of its record in the replacing chunk,
+under a new partition id, pointing to the same rows (the same load spec). Nothing is
+rewritten: an upgrade is metadata only.
+
+Both orders of the two commits are handled, each in the commit that comes second:
+
+* the append published first: the replace's publish copies every used segment in its chunks
+  that is older than its version and was not among what it read (``replaced``);
+* the replace published first: the append's publish copies its own segments into every
+  newer-version chunk they overlap (only a REPLACE lock lets a newer version appear while an
+  append holds its lock: an exclusive overwrite's lock conflicts with the append's). An
+  append into a chunk part of which an older overwrite of a finer granularity replaced is
+  copied into that newer chunk too: appended rows are visible wherever they land (Druid
+  hides them there).
+
+A copy keeps its rows' interval in the load spec (``"interval"``), so a reader clips the rows
+to the part of the copy's chunk that is visible when the chunk is finer than the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from segmentlake.core.interval import Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import FIRST_GENERATION_PARTITION_ID_MAX, NumberedShardSpec
+from segmentlake.errors import SpecError
+from segmentlake.metadata.records import PENDING, SEGMENT, Row, segments_from_rows
+from segmentlake.metadata.store import PartitionState
+
+__all__ = ["upgrades"]
+
+_ChunkKey = tuple[int, int, str]  # (start ms, end ms, version)
+
+
+def upgrades(
+    state: PartitionState,
+    published: Sequence[DataSegment],
+    *,
+    replaced: frozenset[str] | None,
+    appended: bool,
+) -> list[DataSegment]:
+    """The upgraded copies a publish of ``published`` must add (see the module): for a
+    replacing publish, ``replaced`` is the ids of every used segment it read; an append's
+    publish (``appended``) copies its segments into newer chunks. Other publishes (an
+    exclusive overwrite, a minor compaction) replace data on purpose and add none."""
+    used = [r for r in state.of(SEGMENT) if r["used"]]
+    chunks = _Chunks(used, state.of(PENDING), published)
+    copies: list[DataSegment] = []
+    data = [s for s in published if not s.is_tombstone]
+    if replaced is not None:
+        for source in _appended_meanwhile(used, data, replaced):
+            copies += chunks.copy_into_newer(source, only_published=True)
+    elif appended:
+        for seg in data:
+            copies += chunks.copy_into_newer(seg, only_published=False)
+    return copies
+
+
+def _appended_meanwhile(
+    used: list[Row], published: Sequence[DataSegment], replaced: frozenset[str]
+) -> list[DataSegment]:
+    """Used data segments overlapping a published chunk, older than it, and not read by the
+    replacing task: rows appended while it ran."""
+    found = []
+    for row in used:
+        if row["id"] in replaced:
+            continue
+        for seg in published:
+            overlaps = row["start_ms"] < seg.interval.end_millis and (
+                row["end_ms"] > seg.interval.start_millis
+            )
+            if overlaps and row["version"] < seg.version:
+                found.append(row)
+                break
+    return [s for s in segments_from_rows(found) if not s.is_tombstone]
+
+
+@dataclass
+class _Chunk:
+    interval: Interval
+    version: str
+    keys: set[str]  # load-spec keys already served by the chunk
+    next_partition: int
+    core: int
+    tombstone: bool
+
+
+class _Chunks:
+    """The chunks copies may go into, with their next free first-generation partition id."""
+
+    def __init__(
+        self, used: list[Row], pending: list[Row], published: Sequence[DataSegment]
+    ) -> None:
+        self.used = used
+        self.pending = pending
+        self.published = published
+        self.known: dict[_ChunkKey, _Chunk] = {}
+        # Distinct chunks, computed once: a publish of 10^4 segments over 10^4 used ones
+        # must not compare every pair of rows.
+        self.used_chunks = sorted({(r["start_ms"], r["end_ms"], r["version"]) for r in used})
+        self.newest = max((k[2] for k in self.used_chunks), default="")
+        self.published_chunks = sorted(
+            {(p.interval.start_millis, p.interval.end_millis, p.version) for p in published}
+        )
+
+    def copy_into_newer(self, source: DataSegment, *, only_published: bool) -> list[DataSegment]:
+        """A copy of ``source`` in each newer chunk overlapping it that lacks one."""
+        span = source.rows_interval
+        newer = {k for k in self.published_chunks if k[2] > source.version}
+        if not only_published and self.newest > source.version:
+            newer.update(k for k in self.used_chunks if k[2] > source.version)
+        copies = []
+        for key in sorted(newer):
+            start, end, version = key
+            if version <= source.version or start >= span.end_millis or end <= span.start_millis:
+                continue
+            chunk = self._chunk(key)
+            if chunk.tombstone or _key(source) in chunk.keys:
+                continue
+            copies.append(_copy(source, chunk))
+        return copies
+
+    def _chunk(self, key: _ChunkKey) -> _Chunk:
+        chunk = self.known.get(key)
+        if chunk is None:
+            start, end, version = key
+            rows = [
+                r
+                for r in self.used + self.pending
+                if (r["start_ms"], r["end_ms"], r["version"]) == key
+            ]
+            members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT])
+            members += [p for p in self.published if (*p.interval.key, p.version) == key]
+            first = [
+                int(r["partition_num"])
+                for r in rows
+                if int(r["partition_num"]) <= FIRST_GENERATION_PARTITION_ID_MAX
+            ] + [
+                m.shard_spec.partition_num
+                for m in members
+                if m.shard_spec.partition_num <= FIRST_GENERATION_PARTITION_ID_MAX
+            ]
+            chunk = _Chunk(
+                Interval.of_millis(start, end),
+                version,
+                {_key(m) for m in members},
+                max(first, default=-1) + 1,
+                max((m.shard_spec.num_core_partitions for m in members), default=0),
+                bool(members) and all(m.is_tombstone for m in members),
+            )
+            self.known[key] = chunk
+        return chunk
+
+
+def _key(segment: DataSegment) -> str:
+    return str(segment.load_spec.get("segment"))
+
+
+def _copy(source: DataSegment, chunk: _Chunk) -> DataSegment:
+    if chunk.next_partition > FIRST_GENERATION_PARTITION_ID_MAX:
+        raise SpecError(f"chunk {chunk.interval} {chunk.version} is out of partition ids")
+    load_spec = dict(source.load_spec)
+    load_spec.setdefault("interval", str(source.interval))
+    load_spec.setdefault("upgradedFrom", str(source.id))
+    copy = DataSegment(
+        source.datasource,
+        chunk.interval,
+        chunk.version,
+        NumberedShardSpec(chunk.next_partition, chunk.core),
+        load_spec=load_spec,
+        dimensions=source.dimensions,
+        metrics=source.metrics,
+        size=source.size,
+        num_rows=source.num_rows,
+        schema=source.schema,
+    )
+    chunk.next_partition += 1
+    chunk.keys.add(_key(source))
+    return copy
