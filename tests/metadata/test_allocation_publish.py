@@ -64,9 +64,7 @@ def test_allocation_ids_versions_and_idempotence(lake: Lake, ds: str) -> None:
     assert sorted((lk.interval, lk.partition_num, lk.version) for lk in locks) == sorted(
         (s.interval, s.partition_num, s.version) for s in (a, b, c)
     )
-    assert {(lk.granularity.value, lk.lock_type.value) for lk in locks} == {
-        ("SEGMENT", "APPEND")
-    }
+    assert {(lk.granularity.value, lk.lock_type.value) for lk in locks} == {("SEGMENT", "APPEND")}
 
     # The same (sequence name, previous id) again: the same ids, and no commit.
     again = lake.allocate(
