@@ -23,7 +23,7 @@ quickstart: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy segmentlake/core
+	$(BIN)/mypy segmentlake/core segmentlake/compact
 
 format: setup
 	$(BIN)/ruff check --fix .

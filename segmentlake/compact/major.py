@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -34,10 +35,12 @@ from segmentlake.core.compaction import (
     merged_schema,
 )
 from segmentlake.core.granularity import Granularity
+from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.partitions_spec import HashedPartitionsSpec, PartitionsSpec
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.ingest.datasource_table import datasource_path
@@ -148,12 +151,15 @@ def compact_major(
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
+    """What a major compaction will do: its span, the chunks to compact (others are
+    compacted as wanted already), the spec it re-ingests with, what its segments record."""
+
     span: Interval
     chunks: list[Interval]
     skipped: int
-    spec: object
-    schema: object
-    state: dict
+    spec: IngestionSpec
+    schema: SegmentSchema
+    state: dict[str, Any]
 
 
 def _plan(used: list[DataSegment], interval: Interval | None, options: MajorCompaction) -> _Plan:

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -57,7 +58,7 @@ from segmentlake.metadata.publish import publish
 from segmentlake.metadata.records import LOCK, SEGMENT, lock_from_row, segments_from_rows
 from segmentlake.metadata.store import PartitionState, now_ms
 from segmentlake.metadata.tasks import record_task, task_row
-from segmentlake.metadata.transaction import recording_commits
+from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.read.reader import TIME_COLUMN, key_in, sql_string
 
 __all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "compact_minor"]
@@ -152,7 +153,7 @@ class _Job:
         self.token = uuid.uuid4().hex[:16]
         self.phases: dict[str, float] = {}
         self.rows = RowStats()
-        self.commits = None  # set by compact_minor
+        self.commits: CommitLog | None = None  # set by compact_minor
         self.keeper: LeaseKeeper | None = None
 
     @contextmanager
@@ -342,7 +343,7 @@ class _Job:
         path: str,
         dimensions: Sequence[str],
         schema: SegmentSchema,
-        state: dict,
+        state: dict[str, Any],
     ) -> list[tuple[int, DataSegment]]:
         """(run index, output segment with a provisional id) per written key; a run's
         outputs form one atomic update group."""
@@ -397,7 +398,9 @@ class _Job:
             )
             for n, p in zip(indexes, pending, strict=True):
                 i, seg = outputs[n]
-                spec = replace(seg.shard_spec, partition_num=p.segment_id.partition_num)
+                old = seg.shard_spec
+                assert isinstance(old, NumberedOverwriteShardSpec)
+                spec = replace(old, partition_num=p.segment_id.partition_num)
                 final[n] = (i, replace(seg, shard_spec=spec))
         return final
 
