@@ -27,6 +27,7 @@ from segmentlake.core.partitions_spec import (
     SingleDimensionPartitionsSpec,
 )
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import (
     DimensionRangeShardSpec,
     HashBasedNumberedShardSpec,
@@ -83,6 +84,7 @@ __all__ = [
     "RowStats",
     "SegmentId",
     "SegmentLakeError",
+    "SegmentSchema",
     "ShardSpec",
     "SingleDimensionPartitionsSpec",
     "SingleDimensionShardSpec",
