@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +44,7 @@ from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.task import IngestTarget, Replacing, run_ingestion
+from segmentlake.ingest.task import IngestTarget, Replacing, new_task_id, run_ingestion
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.read.reader import TIME_COLUMN, read_visible
 
@@ -75,7 +74,7 @@ def compact_major(
     lock_timeout_s: float,
 ) -> TaskReport:
     """Run one major compaction of ``interval`` (default: everything) to the end."""
-    task_id = task_id or f"compact_{_safe(datasource)}_{uuid.uuid4().hex[:12]}"
+    task_id = task_id or new_task_id("compact", datasource)
     store = target.lockbox.store
     clock = time.monotonic()
     plan = _plan(used_segments(store, datasource, interval or ETERNITY), interval, options)
@@ -274,7 +273,3 @@ def _merge(chunks: list[Interval]) -> list[tuple[int, int]]:
         else:
             merged.append([chunk.start_millis, chunk.end_millis])
     return [(a, b) for a, b in merged]
-
-
-def _safe(datasource: str) -> str:
-    return "".join(c if c.isascii() and c.isalnum() else "_" for c in datasource)[:40]

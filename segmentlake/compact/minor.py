@@ -49,7 +49,7 @@ from segmentlake.ingest.datasource_table import (
 )
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.rollup import SEGMENT_KEY
-from segmentlake.ingest.task import IngestTarget
+from segmentlake.ingest.task import IngestTarget, new_task_id
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.heartbeat import LeaseKeeper
@@ -81,7 +81,7 @@ def compact_minor(
 ) -> TaskReport:
     """Run one minor compaction of ``interval`` (default: everything) to the end; with
     ``segments`` (ids), only of those."""
-    task_id = task_id or f"compact_minor_{_safe(datasource)}_{uuid.uuid4().hex[:12]}"
+    task_id = task_id or new_task_id("compact_minor", datasource)
     store = target.lockbox.store
     timeline = VersionedIntervalTimeline(used_segments(store, datasource, interval or ETERNITY))
     runs = _runs(timeline, interval or ETERNITY, max_rows_per_segment, segments)
@@ -455,7 +455,3 @@ def _combine(metric: MetricSpec) -> Column:
 
 def _key(segment: DataSegment) -> str:
     return str(segment.load_spec.get("segment"))
-
-
-def _safe(datasource: str) -> str:
-    return "".join(c if c.isascii() and c.isalnum() else "_" for c in datasource)[:40]

@@ -75,7 +75,7 @@ from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
-__all__ = ["IngestTarget", "Replacing", "run_ingestion"]
+__all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ def run_ingestion(
             f"task_id {task_id!r} must be letters, digits, '_' and '-' only (it names the "
             "task's storage partitions, which use '.' as a separator)"
         )
-    run = _Run(target, mode, datasource, spec, interval, task_id or _task_id(mode, datasource))
+    run = _Run(target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource))
     run.replacing = replacing
     run.df = df
     if replacing is not None:
@@ -400,9 +400,10 @@ def _aligned(interval: Interval, granularity: Granularity) -> Interval:
     return Interval.of_millis(chunks[0].start_millis, chunks[-1].end_millis)
 
 
-def _task_id(mode: str, datasource: str) -> str:
+def new_task_id(kind: str, datasource: str) -> str:
+    """A fresh task id: ``<kind>_<datasource, made safe>_<random>``."""
     safe = "".join(c if c.isascii() and c.isalnum() else "_" for c in datasource)[:40]
-    return f"{mode}_{safe}_{uuid.uuid4().hex[:12]}"
+    return f"{kind}_{safe}_{uuid.uuid4().hex[:12]}"
 
 
 def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
