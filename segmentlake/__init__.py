@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from segmentlake.core.compaction_config import CompactionConfig
+from segmentlake.core.compaction_jobs import ChunkView, CompactionJob, CompactionKind, Selection
+from segmentlake.core.compaction_planning import (
+    CompactionPlanner,
+    CompactionSelector,
+    FingerprintSelector,
+    MaskedRowsSelector,
+    PlannedJob,
+    RatioPlanner,
+)
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import (
     DimensionsSpec,
@@ -57,8 +67,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ETERNITY",
     "BadRowsError",
+    "ChunkView",
     "CommitConflict",
     "CommitStateUnknown",
+    "CompactionConfig",
+    "CompactionJob",
+    "CompactionKind",
+    "CompactionPlanner",
+    "CompactionSelector",
     "DataSegment",
     "DimensionRangePartitionsSpec",
     "DimensionRangeShardSpec",
@@ -66,6 +82,7 @@ __all__ = [
     "DynamicPartitionsSpec",
     "EnvironmentSetupError",
     "ExpressionTransform",
+    "FingerprintSelector",
     "Granularity",
     "GranularitySpec",
     "HashBasedNumberedShardSpec",
@@ -76,15 +93,19 @@ __all__ = [
     "LockGranularity",
     "LockRefused",
     "LockType",
+    "MaskedRowsSelector",
     "MetadataVersionError",
     "MetricSpec",
     "NumberedOverwriteShardSpec",
     "NumberedShardSpec",
     "Period",
+    "PlannedJob",
+    "RatioPlanner",
     "RowStats",
     "SegmentId",
     "SegmentLakeError",
     "SegmentSchema",
+    "Selection",
     "ShardSpec",
     "SingleDimensionPartitionsSpec",
     "SingleDimensionShardSpec",

@@ -17,9 +17,19 @@ from typing import Any
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from segmentlake.compact.control import (
+    CompactionStatus,
+    compaction_status,
+    read_config,
+    request_user_compaction,
+    set_config,
+    user_compactions,
+)
 from segmentlake.compact.kill import KillReport, kill_unused
 from segmentlake.compact.major import MajorCompaction, compact_major
+from segmentlake.compact.manager import DEFAULT_QUEUE_SIZE, CompactionManager
 from segmentlake.compact.minor import DEFAULT_MAX_ROWS_PER_SEGMENT, compact_minor
+from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
@@ -33,6 +43,7 @@ from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, run_ingestion
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.cleanup import mark_overshadowed_unused
+from segmentlake.metadata.compaction_records import UserCompaction
 from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
 from segmentlake.metadata.publish import PublishResult, publish
@@ -385,6 +396,71 @@ class Lake:
                 segments=None if segments is None else [str(_segment_id(s)) for s in segments],
             )
         raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
+
+    # -- the compaction manager -----------------------------------------------------------
+
+    def set_compaction_config(
+        self, datasource: str, config: CompactionConfig | Mapping[str, Any]
+    ) -> CompactionConfig:
+        """Store how the compaction manager compacts ``datasource``: its system planner, its
+        selectors and user-compaction defaults (a :class:`CompactionConfig` or its JSON).
+
+        >>> lake.set_compaction_config("wiki", {"planner": {"type": "ratio", "ratio": 2},
+        ...     "selectors": [{"type": "fingerprint", "maxRowsPerSegment": 1000000}]})
+        ... # doctest: +SKIP
+        """
+        return set_config(self.metadata, datasource, config)
+
+    def compaction_config(self, datasource: str) -> CompactionConfig:
+        """``datasource``'s compaction config (the default one if none was set)."""
+        return read_config(self.metadata, datasource)
+
+    def compaction_manager(
+        self,
+        *,
+        datasources: Sequence[str] | None = None,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+    ) -> CompactionManager:
+        """A compaction manager of this warehouse (every datasource unless ``datasources``);
+        ``manager.run(compactors=2)`` runs it, ``manager.run(once=True)`` runs one pass and
+        drains its jobs."""
+        target = IngestTarget(self.spark, self.warehouse, self.lockbox)
+        return CompactionManager(target, datasources=datasources, queue_size=queue_size)
+
+    def start_user_compaction(
+        self,
+        datasource: str,
+        interval: Interval | str,
+        *,
+        max_rows_per_segment: int | None = None,
+        max_segments_per_job: int | None = None,
+        compaction_id: str | None = None,
+    ) -> UserCompaction:
+        """Ask the compaction manager to compact every chunk serving ``interval`` now down to
+        its final form, in jobs of at most ``max_segments_per_job`` segments; returns the
+        request at once (its ``compaction_id`` and ``status``). A running manager does the
+        work; :meth:`user_compaction` tells how far it got."""
+        return request_user_compaction(
+            self.metadata,
+            datasource,
+            _interval(interval),
+            max_rows_per_segment=max_rows_per_segment,
+            max_segments_per_job=max_segments_per_job,
+            compaction_id=compaction_id,
+            policy=self.lockbox.retry,
+        )
+
+    def user_compaction(self, datasource: str, compaction_id: str) -> UserCompaction:
+        """The user compaction ``compaction_id`` as the metadata has it now."""
+        for user in user_compactions(self.metadata, datasource):
+            if user.compaction_id == compaction_id:
+                return user
+        raise SpecError(f"no user compaction {compaction_id!r} in datasource {datasource!r}")
+
+    def compaction_status(self, datasource: str) -> CompactionStatus:
+        """``datasource``'s holds and selections, running jobs, user compactions and the jobs
+        live managers have queued."""
+        return compaction_status(self.metadata, datasource)
 
     def tasks(self, datasource: str) -> list[TaskReport]:
         """The reports of ``datasource``'s recorded tasks, oldest first."""

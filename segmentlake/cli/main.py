@@ -1,5 +1,5 @@
 """``segmentlake`` sub-commands: quickstart, ingest, segments, locks, timeline, tasks, compact,
-cleanup, kill."""
+cleanup, kill, manager, compaction-status, compaction-config."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from segmentlake.cli import manage
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     tasks.add_argument("--id", dest="task_id", help="print this task's whole report")
     _add_cleanup_commands(sub)
     _add_compact_command(sub)
+    manage.add_manager_commands(sub)
     return parser
 
 
@@ -78,7 +80,17 @@ def _add_compact_command(sub: argparse._SubParsersAction[argparse.ArgumentParser
         "--partitions-spec", metavar="JSON", help="major only: Druid's partitionsSpec JSON"
     )
     compact.add_argument(
-        "--max-rows-per-segment", type=int, default=5_000_000, help="minor only (default 5M)"
+        "--max-rows-per-segment", type=int, default=None, help="minor/user (default 5M)"
+    )
+    compact.add_argument(
+        "--user",
+        action="store_true",
+        help="a user compaction through the compaction manager: every chunk of --interval "
+        "compacted to its final form (prints its id; waits unless --no-wait)",
+    )
+    compact.add_argument("--max-segments-per-job", type=int, help="--user: segments per job")
+    compact.add_argument(
+        "--no-wait", dest="wait", action="store_false", help="--user: print the id and return"
     )
 
 
@@ -146,7 +158,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "cleanup":
         return _cleanup(lake, args.datasource)
     if args.command == "compact":
-        return _compact(lake, args)
+        return manage.user(lake, args) if args.user else _compact(lake, args)
+    if args.command == "manager":
+        return manage.run_manager(lake, args)
+    if args.command == "compaction-status":
+        return manage.print_status(lake, args.datasource)
+    if args.command == "compaction-config":
+        return manage.compaction_config(lake, args)
     if older_than is not None:
         return _kill(lake, args, older_than)
     if args.command == "segments":
@@ -174,7 +192,7 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
                 f"--partitions-spec is not JSON ({e}); e.g. "
                 '\'{"type": "hashed", "targetRowsPerSegment": 5000000}\''
             ) from e
-    if args.mode == "minor":
+    if args.mode == "minor" and args.max_rows_per_segment is not None:
         options["max_rows_per_segment"] = args.max_rows_per_segment
     report = lake.compact(args.datasource, args.interval, mode=args.mode, **options)
     print(report.summary())

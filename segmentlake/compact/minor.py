@@ -23,11 +23,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
+import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -56,16 +57,35 @@ from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
 from segmentlake.metadata.records import LOCK, SEGMENT, lock_from_row, segments_from_rows
-from segmentlake.metadata.store import PartitionState, now_ms
+from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.read.reader import TIME_COLUMN, key_in, sql_string
 
-__all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "compact_minor"]
+__all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "CompactionHooks", "compact_minor"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROWS_PER_SEGMENT = 5_000_000  # Druid's dynamic partitionsSpec default
+
+
+class CompactionHooks(Protocol):
+    """What a caller adds to a minor compaction's two commits: rows both decisions read,
+    changes (or a LockRefused) on the lock's state, and on the publish's state and outputs;
+    ``on_started`` runs once the locks are held and their heartbeat beats."""
+
+    @property
+    def reads(self) -> pc.Expression: ...
+
+    def on_lock(self, state: PartitionState) -> Sequence[Change]: ...
+
+    def on_started(self) -> None: ...
+
+    def on_publish(
+        self, state: PartitionState, outputs: Sequence[DataSegment]
+    ) -> Sequence[Change]: ...
+
+
 _RUN = "__run"
 
 
@@ -78,9 +98,11 @@ def compact_minor(
     task_id: str | None,
     priority: int,
     segments: Sequence[str] | None = None,
+    hooks: CompactionHooks | None = None,
 ) -> TaskReport:
     """Run one minor compaction of ``interval`` (default: everything) to the end; with
-    ``segments`` (ids), only of those."""
+    ``segments`` (ids), only of those. ``hooks`` add conditions and changes to its lock and
+    publish commits (the compaction manager's reservation)."""
     task_id = task_id or new_task_id("compact_minor", datasource)
     store = target.lockbox.store
     timeline = VersionedIntervalTimeline(used_segments(store, datasource, interval or ETERNITY))
@@ -89,11 +111,13 @@ def compact_minor(
     if not runs:
         logger.info("%s: nothing to compact", task_id)
         return TaskReport(task_id, "compact_minor", datasource, "SKIPPED", span, RowStats())
-    job = _Job(target, datasource, task_id, runs, priority, span)
+    job = _Job(target, datasource, task_id, runs, priority, span, max_rows_per_segment, hooks)
     with recording_commits() as job.commits:
         job.lock()
         try:
             with job.heartbeat():
+                if hooks is not None:
+                    hooks.on_started()
                 return job.run()
         except BaseException as err:
             job.fail(err)
@@ -141,6 +165,8 @@ class _Job:
         runs: list[MinorRun],
         priority: int,
         span: str | None,
+        max_rows_per_segment: int,
+        hooks: CompactionHooks | None,
     ) -> None:
         self.target = target
         self.lockbox: Lockbox = target.lockbox
@@ -149,6 +175,8 @@ class _Job:
         self.runs = runs
         self.priority = priority
         self.span = span
+        self.max_rows_per_segment = max_rows_per_segment
+        self.hooks = hooks
         self.inputs = [s for run in runs for s in run.inputs]
         self.token = uuid.uuid4().hex[:16]
         self.phases: dict[str, float] = {}
@@ -181,7 +209,12 @@ class _Job:
             for s in self.inputs
         ]
         with self.phase("lock"):
-            result = self.lockbox.try_lock_all(requests, requirements=[self._inputs_visible])
+            result = self.lockbox.try_lock_all(
+                requests,
+                requirements=[self._inputs_visible],
+                reads=None if self.hooks is None else self.hooks.reads,
+                extra_changes=None if self.hooks is None else self.hooks.on_lock,
+            )
         if not result.granted:
             holders = sorted({lk.group_id for lk in result.conflicting})
             raise LockRefused(
@@ -239,7 +272,9 @@ class _Job:
             dimensions,
             schema,
             segment_granularity=None,
-            partitions_spec={"type": "dynamic", "maxRowsPerSegment": self._max_rows()},
+            # The target, not the rows this run happened to give each output: later passes
+            # compare states to tell what is compacted as wanted.
+            partitions_spec={"type": "dynamic", "maxRowsPerSegment": self.max_rows_per_segment},
         )
         with self.phase("write"):
             written = self._write(path, dimensions, schema)
@@ -270,13 +305,20 @@ class _Job:
                 group_id=self.task_id,
                 extra_rows=[row],
                 requirements=[self._inputs_locked],
+                reads=None if self.hooks is None else self.hooks.reads,
+                extra_changes=self._publish_hook(segments),
             )
         report = self.report("SUCCESS", **results)
         logger.info("%s", report.summary())
         return report
 
-    def _max_rows(self) -> int:
-        return max((max(1, -(-run.num_rows // run.outputs)) for run in self.runs), default=1)
+    def _publish_hook(
+        self, outputs: list[DataSegment]
+    ) -> Callable[[PartitionState], Sequence[Change]] | None:
+        hooks = self.hooks
+        if hooks is None:
+            return None
+        return lambda state: hooks.on_publish(state, outputs)
 
     def _write(
         self, path: str, dimensions: Sequence[str], schema: SegmentSchema

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow.compute as pc
@@ -84,13 +84,20 @@ class Lockbox:
         return self.try_lock_all([request])
 
     def try_lock_all(
-        self, requests: Sequence[LockRequest], *, requirements: Sequence[Requirement] = ()
+        self,
+        requests: Sequence[LockRequest],
+        *,
+        requirements: Sequence[Requirement] = (),
+        reads: pc.Expression | None = None,
+        extra_changes: Callable[[PartitionState], Sequence[Change]] | None = None,
     ) -> LockResult:
         """Grant every request of one group or none, in one commit; the time-chunk locks among
         them share one version, above every version in their intervals (an overwrite's one
         lock per chunk). ``LockResult.lock`` is the first lock, ``locks`` all of them. Each
         of ``requirements`` checks the state the grant is decided on (it sees the used
-        segments and pending allocations overlapping the requests) and raises to refuse."""
+        segments and pending allocations overlapping the requests, and the rows ``reads``
+        matches) and raises to refuse; ``extra_changes`` of that state join the grant's
+        commit (e.g. the compaction manager's reservation record)."""
         if not requests:
             raise LockRefused("no lock requested")
         groups = {(r.datasource, r.group_id) for r in requests}
@@ -103,6 +110,8 @@ class Lockbox:
         condition = (pc.field("kind") == LOCK) | (
             pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use()
         )
+        if reads is not None:
+            condition = condition | reads
 
         def decide(state: PartitionState) -> Decision[LockResult]:
             for requirement in requirements:
@@ -130,6 +139,8 @@ class Lockbox:
             changes += [
                 Change("upsert", lock_row(replace(lk, revoked=True), now_ms=at)) for lk in revoked
             ]
+            if extra_changes is not None:
+                changes += extra_changes(state)
             for lk in revoked:
                 logger.warning(
                     "lock %s of group %s revoked by %s (priority %d > %d)",
@@ -184,20 +195,31 @@ class Lockbox:
             time.sleep(poll_s)
 
     def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
-        """Extend the leases of the group's live locks; return them (empty: all lost)."""
+        """Extend the leases of the group's live locks, and of its other leased rows (a
+        compaction's reservation record) with them; return the locks (empty: all lost)."""
 
         def decide(state: PartitionState) -> Decision[list[TaskLock]]:
             at = now_ms()
             mine = [lk for lk in live_locks(state, at) if lk.group_id == group_id]
             renewed = [replace(lk, expires_millis=at + self.lease_ms) for lk in mine]
-            return Decision([Change("upsert", lock_row(lk, now_ms=at)) for lk in renewed], renewed)
+            changes = [Change("upsert", lock_row(lk, now_ms=at)) for lk in renewed]
+            if mine:  # a lost group's records stay expired: their holder is presumed dead
+                changes += [
+                    Change("upsert", {**row, "expires_ms": at + self.lease_ms, "updated_ms": at})
+                    for row in state.rows
+                    if row["kind"] != LOCK
+                    and row["expires_ms"] is not None
+                    and row["expires_ms"] > at
+                ]
+            return Decision(changes, renewed)
 
         return transact(
             self.store,
             datasource,
             decide,
             operation="heartbeat",
-            condition=(pc.field("kind") == LOCK) & (pc.field("group_id") == group_id),
+            condition=(pc.field("group_id") == group_id)
+            & ((pc.field("kind") == LOCK) | pc.field("expires_ms").is_valid()),
             policy=self.retry,
         )
 

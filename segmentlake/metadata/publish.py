@@ -51,6 +51,8 @@ def publish(
     replaced: frozenset[str] | None = None,
     appended: bool = False,
     requirements: Sequence[Requirement] = (),
+    reads: pc.Expression | None = None,
+    extra_changes: Callable[[PartitionState], Sequence[Change]] | None = None,
 ) -> PublishResult:
     """Publish ``segments`` (all of ``datasource``) under the locks of ``group_id``;
     ``extra_rows`` (e.g. the task's report; or a function of the upgraded copies giving them)
@@ -59,9 +61,11 @@ def publish(
     Every segment must be covered by a live (held, unrevoked, unexpired) lock of the group with
     the segment's version, and every ``requirements`` check must pass on the state the commit
     is decided on; otherwise :class:`LockRefused` (or the check's error) says why and nothing
-    is published. The same commit adds the upgraded copies of concurrently appended segments
-    (:mod:`segmentlake.metadata.upgrade`): a replacing publish passes ``replaced``, the ids
-    of every used segment it read; an append passes ``appended``.
+    is published; the rows ``reads`` matches are part of that state, and ``extra_changes``
+    of it join the commit (the compaction manager's selection update). The same commit adds
+    the upgraded copies of concurrently appended segments (:mod:`segmentlake.metadata.upgrade`):
+    a replacing publish passes ``replaced``, the ids of every used segment it read; an append
+    passes ``appended``.
     """
     for seg in segments:
         if seg.datasource != datasource:
@@ -75,6 +79,9 @@ def publish(
         condition = condition | (
             pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use()
         )
+
+    if reads is not None:
+        condition = condition | reads
 
     def decide(state: PartitionState) -> Decision[PublishResult]:
         at = now_ms()
@@ -94,6 +101,8 @@ def publish(
         ]
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
         changes += [Change("upsert", row) for row in rows]
+        if extra_changes is not None:
+            changes += extra_changes(state)
         changes += [
             Change("delete", row) for row in state.of(PENDING) if row["payload"] in published
         ]

@@ -177,6 +177,13 @@ class MetadataStore:
         files = self._latest(datasource)[2]
         return _rows(datasource, [f.table for f in files], condition, columns)
 
+    def datasources(self) -> list[str]:
+        """Every datasource with rows in the table, sorted (reserved names start with ``_``)."""
+        with self._lock:
+            self._follow_log()
+            found = {f.partition_values.get(PARTITION_COLUMN) for f in self._files.values()}
+        return sorted(d for d in found if d)
+
     def _latest(self, datasource: str) -> tuple[int, Any, tuple[_CachedFile, ...]]:
         """The latest version, its snapshot and the datasource's files (rows loaded)."""
         with self._lock:

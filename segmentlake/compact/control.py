@@ -1,0 +1,227 @@
+"""The operator's handles on the compaction manager: a datasource's config, user compaction
+requests, and the status (holds, selections, queued and running jobs, user compactions)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pyarrow.compute as pc
+
+from segmentlake.compact.manager_state import MANAGER_READS, read_manager_state
+from segmentlake.core.compaction_config import CompactionConfig
+from segmentlake.core.compaction_jobs import CompactionJob, RunningCompaction, Selection
+from segmentlake.core.interval import Interval
+from segmentlake.errors import SpecError
+from segmentlake.metadata.compaction_records import (
+    CONFIG,
+    USER,
+    UserCompaction,
+    config_row,
+    job_from_json,
+    job_to_json,
+    user_from_row,
+    user_row,
+)
+from segmentlake.metadata.records import metadata_row
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+
+__all__ = [
+    "MANAGERS_PARTITION",
+    "CompactionStatus",
+    "ManagerSnapshot",
+    "compaction_status",
+    "publish_manager_snapshot",
+    "read_config",
+    "request_user_compaction",
+    "set_config",
+    "user_compactions",
+]
+
+# Managers report their queues under their own partition, so a status write never conflicts
+# with a datasource's commits.
+MANAGERS_PARTITION = "_compaction_managers"
+MANAGER = "compaction_manager"
+_SNAPSHOT_JOBS = 20
+
+
+def set_config(
+    store: MetadataStore, datasource: str, config: CompactionConfig | Mapping[str, Any]
+) -> CompactionConfig:
+    """Store ``datasource``'s compaction config (validated first); return it."""
+    if not isinstance(config, CompactionConfig):
+        config = CompactionConfig.from_json(config)
+    row = config_row(datasource, config.to_json(), now_ms=now_ms())
+
+    def decide(state: PartitionState) -> Decision[None]:
+        return Decision([Change("upsert", row)], None)
+
+    transact(
+        store,
+        datasource,
+        decide,
+        operation="compaction_config",
+        condition=pc.field("kind") == CONFIG,
+    )
+    return config
+
+
+def read_config(store: MetadataStore, datasource: str) -> CompactionConfig:
+    rows = store.rows(datasource, pc.field("kind") == CONFIG)
+    if not rows:
+        return CompactionConfig()
+    return CompactionConfig.from_json(orjson.loads(rows[0]["payload"]))
+
+
+def request_user_compaction(
+    store: MetadataStore,
+    datasource: str,
+    interval: Interval,
+    *,
+    max_rows_per_segment: int | None = None,
+    max_segments_per_job: int | None = None,
+    compaction_id: str | None = None,
+    policy: RetryPolicy | None = None,
+) -> UserCompaction:
+    """Record a user compaction of ``interval``: the chunks serving it now are its work. The
+    manager holds and selects them; its jobs compact each selection to its final form. An id
+    already requested returns that compaction unchanged (a retried request)."""
+    compaction_id = compaction_id or f"user_{datasource}_{uuid.uuid4().hex[:12]}"
+
+    def decide(state: PartitionState) -> Decision[UserCompaction]:
+        at = now_ms()
+        ms = read_manager_state(state, at)
+        known = [u for u in ms.users if u.compaction_id == compaction_id]
+        if known:
+            return Decision((), known[0])
+        chunks = tuple(
+            chunk_id
+            for chunk_id, view in sorted(ms.views.items())
+            if view.visible and view.chunk.interval.overlaps(interval)
+        )
+        user = UserCompaction(
+            compaction_id,
+            interval,
+            chunks,
+            max_rows_per_segment=max_rows_per_segment or ms.config.max_rows_per_segment,
+            max_segments_per_job=max_segments_per_job or ms.config.max_segments_per_job,
+            requested_ms=at,
+            finished_ms=None if chunks else at,
+        )
+        return Decision([Change("insert", user_row(datasource, user, now_ms=at))], user)
+
+    if max_segments_per_job is not None and max_segments_per_job < 2:
+        raise SpecError(f"max_segments_per_job must be >= 2, got {max_segments_per_job}")
+    if max_rows_per_segment is not None and max_rows_per_segment < 1:
+        raise SpecError(f"max_rows_per_segment must be >= 1, got {max_rows_per_segment}")
+    return transact(
+        store,
+        datasource,
+        decide,
+        operation="user_compaction",
+        condition=MANAGER_READS,
+        policy=policy,
+    )
+
+
+def user_compactions(store: MetadataStore, datasource: str) -> list[UserCompaction]:
+    rows = store.rows(datasource, pc.field("kind") == USER)
+    return sorted(map(user_from_row, rows), key=lambda u: (u.requested_ms, u.compaction_id))
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSnapshot:
+    """What a live manager last reported: its queues' sizes and best jobs, its counters."""
+
+    manager_id: str
+    queued: Mapping[str, int]
+    top: tuple[CompactionJob, ...]
+    outcomes: Mapping[str, int]
+    reported_ms: int
+    expires_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStatus:
+    """A datasource's compaction picture: selections (held or selected), running jobs, user
+    compactions, and the jobs live managers have queued."""
+
+    datasource: str
+    selections: tuple[Selection, ...]
+    running: tuple[RunningCompaction, ...]
+    users: tuple[UserCompaction, ...]
+    managers: tuple[ManagerSnapshot, ...]
+
+    @property
+    def holds(self) -> tuple[Selection, ...]:
+        return tuple(s for s in self.selections if s.state.value == "held")
+
+    @property
+    def queued(self) -> tuple[CompactionJob, ...]:
+        return tuple(j for m in self.managers for j in m.top if j.datasource == self.datasource)
+
+
+def compaction_status(store: MetadataStore, datasource: str) -> CompactionStatus:
+    at = now_ms()
+    state = store.read(datasource, MANAGER_READS)
+    ms = read_manager_state(state, at)
+    views = ms.views.values()
+    return CompactionStatus(
+        datasource,
+        tuple(v.selection for v in views if v.selection is not None),
+        tuple(r for v in views for r in v.running),
+        ms.users,
+        tuple(m for m in manager_snapshots(store) if m.expires_ms > at),
+    )
+
+
+def publish_manager_snapshot(
+    store: MetadataStore, snapshot: ManagerSnapshot, *, policy: RetryPolicy | None = None
+) -> None:
+    payload = {
+        "queued": dict(snapshot.queued),
+        "top": [job_to_json(j) for j in snapshot.top[:_SNAPSHOT_JOBS]],
+        "outcomes": dict(snapshot.outcomes),
+    }
+    row = metadata_row(
+        MANAGERS_PARTITION,
+        MANAGER,
+        snapshot.manager_id,
+        snapshot.reported_ms,
+        expires_ms=snapshot.expires_ms,
+        payload=orjson.dumps(payload).decode(),
+    )
+
+    def decide(state: PartitionState) -> Decision[None]:
+        stale = [r for r in state.of(MANAGER) if r["expires_ms"] <= snapshot.reported_ms]
+        return Decision([Change("upsert", row), *(Change("delete", r) for r in stale)], None)
+
+    transact(
+        store,
+        MANAGERS_PARTITION,
+        decide,
+        operation="manager_status",
+        condition=pc.field("kind") == MANAGER,
+        policy=policy,
+    )
+
+
+def manager_snapshots(store: MetadataStore) -> list[ManagerSnapshot]:
+    snapshots = []
+    for row in store.rows(MANAGERS_PARTITION, pc.field("kind") == MANAGER):
+        data = orjson.loads(row["payload"])
+        snapshots.append(
+            ManagerSnapshot(
+                row["id"],
+                data["queued"],
+                tuple(job_from_json(j) for j in data["top"]),
+                data["outcomes"],
+                row["updated_ms"],
+                row["expires_ms"],
+            )
+        )
+    return snapshots

@@ -1,0 +1,394 @@
+"""The compaction manager: find chunks that need compaction, plan jobs, queue them with bounded
+memory, and run them on local compactors (threads sharing the process's Spark session).
+
+Everything that must survive a crash is in the metadata (holds, selections, reservations, user
+compactions, selectors' last runs); the queues are only a cache of the plan, rebuilt by the
+next pass. Several managers may run on one warehouse: every step is a conditional commit, and
+a job two of them queue is reserved by one and refused to the other before any work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from segmentlake.compact.control import ManagerSnapshot, publish_manager_snapshot
+from segmentlake.compact.duties import DutyReport, decide_duties
+from segmentlake.compact.manager_state import MANAGER_READS, ManagerState, read_manager_state
+from segmentlake.compact.minor import compact_minor
+from segmentlake.compact.reservation import Reservation
+from segmentlake.core.compaction_jobs import (
+    DEFAULT_GROUP,
+    ChunkView,
+    CompactionJob,
+    CompactionKind,
+    job_priority,
+)
+from segmentlake.core.compaction_planning import PlannedJob, consecutive_groups, selection_jobs
+from segmentlake.core.compaction_queue import JobQueue
+from segmentlake.errors import LockRefused, SpecError, first_line
+from segmentlake.ingest.report import TaskReport
+from segmentlake.ingest.task import IngestTarget, new_task_id
+from segmentlake.metadata.store import PartitionState, now_ms
+from segmentlake.metadata.transaction import Decision, transact
+
+__all__ = ["CompactionManager", "JobOutcome", "PassReport"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_QUEUE_SIZE = 10_000
+# Manager lock priority: below ingestion's overwrite (so it never revokes a user's overwrite),
+# one value for every kind (selections, not lock priorities, keep jobs apart).
+_LOCK_PRIORITY = 25
+
+
+@dataclass
+class PassReport:
+    """What one manager pass did."""
+
+    datasources: int = 0
+    chunks: int = 0
+    planned: int = 0
+    queued: int = 0
+    invalid: int = 0
+    duties: DutyReport = field(default_factory=DutyReport)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        d = self.duties
+        return (
+            f"{self.chunks} chunk(s), {self.planned} job(s) planned, {self.queued} queued, "
+            f"{d.held} held, {d.selected} selected, {d.chunks_done} chunk(s) done, "
+            f"{d.selector_runs} selector run(s), {d.expired} expired, {self.seconds:.2f}s"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How a job ended on a compactor: ``committed``, ``refused`` (another got there first or
+    its inputs changed; nothing written) or ``failed``."""
+
+    job: CompactionJob
+    status: str
+    report: TaskReport | None = None
+    error: str | None = None
+
+
+class CompactionManager:
+    """Plans and runs compactions of a warehouse's datasources.
+
+    >>> manager = CompactionManager(target)  # doctest: +SKIP
+    >>> manager.run(compactors=2, once=True)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        target: IngestTarget,
+        *,
+        datasources: Sequence[str] | None = None,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        manager_id: str | None = None,
+        report_status: bool = True,
+        status_lease_s: float = 120.0,
+        on_outcome: Callable[[JobOutcome], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.store = target.lockbox.store
+        self.datasources = None if datasources is None else list(datasources)
+        self.queue_size = queue_size
+        self.manager_id = manager_id or (
+            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
+        self.queues: dict[str, JobQueue] = {}
+        self._planned: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self.outcomes: dict[str, int] = {"committed": 0, "refused": 0, "failed": 0}
+        self.commit_retries = 0
+        self.last_pass: PassReport | None = None
+        self.report_status = report_status
+        self.on_outcome = on_outcome
+        self.status_lease_ms = int(status_lease_s * 1000)
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def run_pass(self) -> PassReport:
+        """Run the duties of every datasource, then plan and queue its jobs."""
+        started = time.monotonic()
+        report = PassReport()
+        for datasource in self._datasources():
+            report.datasources += 1
+            duties = self._duties(datasource)
+            _add(report.duties, duties)
+            state = self.store.read(datasource, MANAGER_READS)
+            ms = read_manager_state(state, now_ms())
+            self._plan(datasource, ms, report)
+        report.queued = sum(len(q) for q in self.queues.values())
+        if self.report_status:
+            self._report_status()
+        report.seconds = time.monotonic() - started
+        self.last_pass = report
+        logger.info("compaction pass: %s", report.summary())
+        return report
+
+    def _report_status(self) -> None:
+        """Tell other processes (status, SQL view) what this manager has queued."""
+        at = now_ms()
+        with self._lock:
+            queued = {group: len(q) for group, q in self.queues.items()}
+            top = tuple(j for q in self.queues.values() for j in q.jobs()[:20])
+            outcomes = dict(self.outcomes)
+        snapshot = ManagerSnapshot(
+            self.manager_id, queued, top, outcomes, at, at + self.status_lease_ms
+        )
+        try:
+            publish_manager_snapshot(self.store, snapshot, policy=self.target.lockbox.retry)
+        except Exception:  # status is advisory: never stop compacting over it
+            logger.warning("could not publish the manager's status", exc_info=True)
+
+    def _datasources(self) -> list[str]:
+        if self.datasources is not None:
+            return self.datasources
+        return [d for d in self.store.datasources() if not d.startswith("_")]
+
+    def _duties(self, datasource: str) -> DutyReport:
+        def decide(state: PartitionState) -> Decision[DutyReport]:
+            at = now_ms()
+            changes, report = decide_duties(datasource, read_manager_state(state, at), at)
+            return Decision(changes, report)
+
+        return transact(
+            self.store,
+            datasource,
+            decide,
+            operation="compaction_duties",
+            condition=MANAGER_READS,
+            policy=self.target.lockbox.retry,
+        )
+
+    def _plan(self, datasource: str, ms: ManagerState, report: PassReport) -> None:
+        seen = set()
+        for chunk_id, view in ms.views.items():
+            report.chunks += 1
+            jobs = self._jobs(datasource, view, ms, report)
+            key = (datasource, chunk_id)
+            seen.add(key)
+            ids = tuple(j.job_id for j in jobs)
+            if not ids and not self._planned.get(key):
+                continue  # nothing planned before or now: the idle pass's fast path
+            self._planned[key] = ids
+            # Offered again every pass: a job evicted from a full queue, or one whose
+            # compactor failed, comes back while the chunk still needs it.
+            self._replace(datasource, view, jobs)
+            report.planned += len(jobs)
+        for key in [k for k in self._planned if k[0] == datasource and k not in seen]:
+            del self._planned[key]
+            with self._lock:
+                for queue in self.queues.values():
+                    queue.replace_chunk(_queue_chunk(datasource, key[1]), [])
+
+    def _jobs(
+        self, datasource: str, view: ChunkView, ms: ManagerState, report: PassReport
+    ) -> list[CompactionJob]:
+        planned: list[tuple[CompactionKind, str | None, PlannedJob]] = []
+        selection = view.selection
+        if selection is not None:
+            planned += [(selection.kind, selection.owner, p) for p in selection_jobs(view)]
+        if view.visible:
+            planned += [(CompactionKind.SYSTEM, None, p) for p in ms.config.planner.plan(view)]
+        jobs = []
+        for kind, owner, p in planned:
+            problem = _invalid(view, kind, p)
+            if problem:
+                report.invalid += 1
+                logger.warning("planner job for %s dropped: %s", view.chunk, problem)
+                continue
+            jobs.append(
+                CompactionJob(
+                    view.chunk,
+                    kind,
+                    p.segments,
+                    job_priority(kind, p.score),
+                    p.group,
+                    owner,
+                    p.final,
+                    p.max_rows_per_segment or ms.config.max_rows_per_segment,
+                    datasource,
+                )
+            )
+        return jobs
+
+    def _replace(self, datasource: str, view: ChunkView, jobs: list[CompactionJob]) -> None:
+        by_group: dict[str, list[CompactionJob]] = {}
+        for job in jobs:
+            by_group.setdefault(job.group, []).append(job)
+        with self._lock:
+            for group in set(by_group) | set(self.queues):
+                self.queue(group).replace_chunk(
+                    _queue_chunk(datasource, view.chunk.row_id), by_group.get(group, [])
+                )
+        if jobs:
+            self._wake.set()
+
+    def queue(self, group: str) -> JobQueue:
+        """The queue of compactor group ``group`` (created empty on first use)."""
+        queue = self.queues.get(group)
+        if queue is None:
+            queue = self.queues[group] = JobQueue(self.queue_size, key=_queue_key)
+        return queue
+
+    # -- compactors ----------------------------------------------------------------------------
+
+    def take(self, group: str = DEFAULT_GROUP) -> CompactionJob | None:
+        """The best queued job of ``group`` (removed from the queue), or None."""
+        with self._lock:
+            return self.queue(group).poll()
+
+    def run_job(
+        self,
+        job: CompactionJob,
+        *,
+        compactor: str,
+        on_started: Callable[[CompactionJob], None] | None = None,
+    ) -> JobOutcome:
+        """Reserve ``job``, compact, commit; refused when someone else got there first.
+        ``on_started`` runs once the job is reserved (its locks held and renewed)."""
+        task_id = new_task_id(f"compact_{job.kind.value}", job.datasource)
+        reservation = Reservation(
+            job.datasource, job, compactor, task_id, self.target.lockbox.lease_ms, on_started
+        )
+        try:
+            report = compact_minor(
+                self.target,
+                job.datasource,
+                None,
+                max_rows_per_segment=job.max_rows_per_segment,
+                task_id=task_id,
+                priority=_LOCK_PRIORITY,
+                segments=job.segments,
+                hooks=reservation,
+            )
+        except (LockRefused, SpecError) as e:
+            logger.info("%s: job %s refused: %s", compactor, job.job_id, first_line(e))
+            return self._count(JobOutcome(job, "refused", error=first_line(e)))
+        except Exception as e:
+            logger.warning("%s: job %s failed", compactor, job.job_id, exc_info=True)
+            reservation.abandon(self.store)
+            return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
+        self.commit_retries += sum(report.retries.values())
+        return self._count(JobOutcome(job, "committed", report))
+
+    def _count(self, outcome: JobOutcome) -> JobOutcome:
+        with self._lock:
+            self.outcomes[outcome.status] += 1
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
+        if outcome.status == "committed":
+            self._wake.set()
+        return outcome
+
+    def run(
+        self,
+        *,
+        compactors: int = 1,
+        group: str = DEFAULT_GROUP,
+        once: bool = False,
+        interval_s: float = 10.0,
+        stop: threading.Event | None = None,
+        on_pass: Callable[[CompactionManager, PassReport], None] | None = None,
+    ) -> None:
+        """Run passes and ``compactors`` compactor threads of ``group`` until ``stop`` is set;
+        with ``once``, one pass whose jobs are drained, then return (a Databricks job)."""
+        stop = stop or threading.Event()
+        busy = [0]
+        threads = [
+            threading.Thread(
+                target=self._compactor_loop,
+                args=(f"{self.manager_id}/c{n}", group, stop, busy),
+                name=f"compactor-{n}",
+                daemon=True,
+            )
+            for n in range(compactors)
+        ]
+        report = self.run_pass()
+        if on_pass:
+            on_pass(self, report)
+        for thread in threads:
+            thread.start()
+        try:
+            while not stop.is_set():
+                if once and not len(self.queue(group)) and not busy[0]:
+                    break
+                if once:
+                    time.sleep(0.2)
+                    continue
+                self._wake.wait(interval_s)
+                self._wake.clear()
+                report = self.run_pass()
+                if on_pass:
+                    on_pass(self, report)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+
+    def _compactor_loop(
+        self, name: str, group: str, stop: threading.Event, busy: list[int]
+    ) -> None:
+        while not stop.is_set():
+            with self._lock:
+                job = self.queue(group).poll()
+                busy[0] += job is not None
+            if job is None:
+                stop.wait(0.2)
+                continue
+            try:
+                self.run_job(job, compactor=name)
+            finally:
+                with self._lock:
+                    busy[0] -= 1
+
+
+def _add(total: DutyReport, more: DutyReport) -> None:
+    for name in (
+        "expired",
+        "held",
+        "selected",
+        "chunks_done",
+        "users_finished",
+        "selector_runs",
+        "selector_skips",
+    ):
+        setattr(total, name, getattr(total, name) + getattr(more, name))
+
+
+def _queue_chunk(datasource: str, chunk_id: str) -> str:
+    return f"{datasource}/{chunk_id}"
+
+
+def _queue_key(job: CompactionJob) -> str:
+    return _queue_chunk(job.datasource, job.chunk.row_id)
+
+
+def _invalid(view: ChunkView, kind: CompactionKind, planned: PlannedJob) -> str | None:
+    """Why a planned job may not run (None: it may): its segments must be whole, complete
+    atomic update groups visible in the chunk, not busy, and a system job's not selected."""
+    ids = set(planned.segments)
+    if len(ids) != len(planned.segments) or not ids:
+        return "no segments, or a segment listed twice"
+    exclude = view.busy_ids
+    if kind is CompactionKind.SYSTEM:
+        if view.held:
+            return "the chunk is held"
+        exclude = exclude | view.selected_ids
+    runs = consecutive_groups(view.visible, exclude=exclude)
+    whole = {str(s.id) for run in runs for group in run for s in group}
+    if not ids <= whole:
+        return f"segments {sorted(ids - whole)[:5]} are not free, whole, visible groups"
+    return None

@@ -1,0 +1,144 @@
+"""Compaction managers in two Spark drivers, each killed -9 at a random moment and restarted,
+while a user compaction drains two chunks and appends arrive: the user compaction completes
+exactly once, no segment is compacted twice in one generation, reads equal the appended rows."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from segmentlake.core.compaction_config import CompactionConfig
+from segmentlake.core.compaction_planning import RatioPlanner
+from segmentlake.lake import Lake
+from segmentlake.metadata.records import SEGMENT, segments_from_rows
+from tests.compact.conftest import events, per_key
+from tests.compact.test_manager_scenario import rows, spec
+
+pytestmark = [pytest.mark.spark, pytest.mark.multiprocess, pytest.mark.slow]
+
+WORKER = Path(__file__).with_name("manager_worker.py")
+DAYS = ("2024-03-01", "2024-03-02")
+
+
+def start(warehouse: str, ds: str, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), warehouse, ds, str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def day_rows(day: str, first: int, n: int) -> list[tuple]:
+    return [(day + t[0][10:], *t[1:]) for t in rows(first, n)]
+
+
+def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
+    spark: SparkSession, warehouse: str, tmp_path: Path
+) -> None:
+    seed = random.randrange(10**6)
+    rng = random.Random(seed)
+    lake = Lake(spark, warehouse, lease_seconds=10)
+    ds = "crash"
+    written = [r for day in DAYS for r in day_rows(day, 0, 2400)]  # 60 segments a day
+    assert lake.append(events(spark, written), ds, spec(50)).status == "SUCCESS"
+    lake.set_compaction_config(
+        ds, CompactionConfig(planner=RatioPlanner(ratio=1.0, max_segments_per_job=10))
+    )
+    user = lake.start_user_compaction(ds, f"{DAYS[0]}/P2D", max_segments_per_job=8)
+    logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    procs = [start(warehouse, ds, log) for log in logs]
+    kills = sorted(rng.uniform(25, 70) for _ in procs)
+    started = time.monotonic()
+    try:
+        for n, at in enumerate(kills):
+            time.sleep(max(0.0, at - (time.monotonic() - started)))
+            # Appends arrive meanwhile: compacted by system jobs outside the selection.
+            more = day_rows(DAYS[n], 10_000 + 1000 * n, 120)
+            written += more
+            assert lake.append(events(spark, more), ds, spec(50)).status == "SUCCESS"
+            kill(procs[n])
+            procs[n] = start(warehouse, ds, logs[n])
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:
+            status = lake.compaction_status(ds)
+            finished = lake.user_compaction(ds, user.compaction_id).status == "SUCCESS"
+            if finished and not status.running and not status.selections:
+                break
+            time.sleep(2)
+    finally:
+        for proc in procs:
+            kill(proc)
+    outcomes = [json.loads(line) for log in logs if log.exists() for line in log.open()]
+    context = f"seed {seed}, kills at {kills}, outcomes {_count(outcomes)}"
+    done = lake.user_compaction(ds, user.compaction_id)
+    assert done.status == "SUCCESS", context
+    assert sorted(done.done) == sorted(done.chunks), context
+    assert len(set(done.done)) == len(done.done) == 2, context
+    assert lake.compaction_status(ds).selections == (), context
+    assert not [o for o in outcomes if o["status"] == "failed"], context
+    _assert_no_generation_compacted_twice(lake, ds, context)
+    assert per_key(lake.read(ds)) == per_key(_reference(spark, written)), context
+    for day in DAYS:  # each day drained to one segment for the selection, + appended ones
+        assert len(lake.timeline(ds).visible_segments(_day(day))) <= 3, context
+
+
+def _assert_no_generation_compacted_twice(lake: Lake, ds: str, context: str) -> None:
+    """Two compactions taking the same segment would publish two atomic update groups with one
+    minor version over overlapping root ranges of one chunk."""
+    records = lake.metadata.rows(ds, _kind(SEGMENT))
+    groups: dict[tuple, set[tuple[int, int]]] = defaultdict(set)
+    for seg in segments_from_rows(records):
+        spec_ = seg.shard_spec
+        if spec_.minor_version:
+            root = (spec_.start_root_partition_id, spec_.end_root_partition_id)
+            groups[(seg.interval, seg.version, spec_.minor_version)].add(root)
+    for key, roots in groups.items():
+        ordered = sorted(roots)
+        for (s1, e1), (s2, e2) in itertools.pairwise(ordered):
+            assert e1 <= s2, f"{key}: root ranges {(s1, e1)} and {(s2, e2)} overlap; {context}"
+
+
+def _kind(kind: str):  # type: ignore[no-untyped-def]
+    import pyarrow.compute as pc
+
+    return pc.field("kind") == kind
+
+
+def _day(day: str):  # type: ignore[no-untyped-def]
+    from segmentlake.core.interval import Interval
+
+    return Interval.parse(f"{day}/P1D")
+
+
+def _count(outcomes: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for o in outcomes:
+        counts[o["status"]] += 1
+    return dict(counts)
+
+
+def _reference(spark: SparkSession, written: list[tuple]):  # type: ignore[no-untyped-def]
+    from tests.compact.test_manager_scenario import _as_rolled
+
+    return events(spark, written).selectExpr(*_as_rolled())
