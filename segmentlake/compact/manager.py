@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 
 from segmentlake.compact.control import ManagerSnapshot, publish_manager_snapshot
 from segmentlake.compact.duties import DutyReport, decide_duties
-from segmentlake.compact.manager_state import MANAGER_READS, ManagerState, read_manager_state
+from segmentlake.compact.manager_state import (
+    MANAGER_READS,
+    ManagerState,
+    ViewCache,
+    read_manager_state,
+)
 from segmentlake.compact.minor import compact_minor
 from segmentlake.compact.reservation import Reservation
 from segmentlake.core.compaction_jobs import (
@@ -107,6 +112,7 @@ class CompactionManager:
         )
         self.queues: dict[str, JobQueue] = {}
         self._planned: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._view_caches: dict[str, ViewCache] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self.outcomes: dict[str, int] = {"committed": 0, "refused": 0, "failed": 0}
@@ -124,10 +130,11 @@ class CompactionManager:
         report = PassReport()
         for datasource in self._datasources():
             report.datasources += 1
-            duties = self._duties(datasource)
+            duties, ms = self._duties(datasource)
             _add(report.duties, duties)
-            state = self.store.read(datasource, MANAGER_READS)
-            ms = read_manager_state(state, now_ms())
+            if duties.changed:  # plan on what the duties left, not on what they read
+                state = self.store.read(datasource, MANAGER_READS)
+                ms = read_manager_state(state, now_ms(), self._cache(datasource))
             self._plan(datasource, ms, report)
         report.queued = sum(len(q) for q in self.queues.values())
         if self.report_status:
@@ -157,11 +164,20 @@ class CompactionManager:
             return self.datasources
         return [d for d in self.store.datasources() if not d.startswith("_")]
 
-    def _duties(self, datasource: str) -> DutyReport:
-        def decide(state: PartitionState) -> Decision[DutyReport]:
+    def _cache(self, datasource: str) -> ViewCache:
+        cache = self._view_caches.get(datasource)
+        if cache is None:
+            cache = self._view_caches[datasource] = ViewCache()
+        return cache
+
+    def _duties(self, datasource: str) -> tuple[DutyReport, ManagerState]:
+        cache = self._cache(datasource)
+
+        def decide(state: PartitionState) -> Decision[tuple[DutyReport, ManagerState]]:
             at = now_ms()
-            changes, report = decide_duties(datasource, read_manager_state(state, at), at)
-            return Decision(changes, report)
+            ms = read_manager_state(state, at, cache)
+            changes, report = decide_duties(datasource, ms, at)
+            return Decision(changes, (report, ms))
 
         return transact(
             self.store,

@@ -217,8 +217,5 @@ class ChunkView:
 def segment_set_hash(segment_ids: Iterable[str], config: Mapping[str, Any]) -> str:
     """The hash a selector's last run is remembered by: the chunk's segment set and the
     selector's config; the selector runs again only when it changes."""
-    digest = hashlib.sha1(repr(sorted(config.items())).encode())
-    for sid in sorted(segment_ids):
-        digest.update(b"\x1f")
-        digest.update(sid.encode())
-    return digest.hexdigest()
+    text = "\x1f".join([repr(sorted(config.items())), *sorted(segment_ids)])
+    return hashlib.sha1(text.encode()).hexdigest()

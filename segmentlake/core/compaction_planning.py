@@ -175,7 +175,7 @@ class RatioPlanner:
         }
 
     def plan(self, chunk: ChunkView) -> list[PlannedJob]:
-        if chunk.held:
+        if chunk.held or len(chunk.visible) < 2:
             return []
         exclude = chunk.busy_ids | chunk.selected_ids
         score = len(chunk.visible)

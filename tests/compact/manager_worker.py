@@ -1,6 +1,6 @@
 """One Spark driver running the compaction manager with one local compactor, for the crash
 tests: ``python manager_worker.py WAREHOUSE DATASOURCE LOG``. It runs until killed, with a
-10 s lease (a killed driver's reservations expire soon) and a pass every second; each pass
+20 s lease (a killed driver's reservations expire soon) and a pass every second; each pass
 and each job outcome is appended to LOG as a JSON line."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main(warehouse: str, datasource: str, log: Path) -> None:
         quiet_progress=True,
         extra_conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
     )
-    lake = Lake(spark, warehouse, lease_seconds=10)
+    lake = Lake(spark, warehouse, lease_seconds=20)
 
     def record(outcome: JobOutcome) -> None:
         line = {"t": time.time(), "job": outcome.job.job_id, "status": outcome.status}

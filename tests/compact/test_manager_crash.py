@@ -58,7 +58,7 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
 ) -> None:
     seed = random.randrange(10**6)
     rng = random.Random(seed)
-    lake = Lake(spark, warehouse, lease_seconds=10)
+    lake = Lake(spark, warehouse)  # appends here; three JVMs on two cores make them slow
     ds = "crash"
     written = [r for day in DAYS for r in day_rows(day, 0, 2400)]  # 60 segments a day
     assert lake.append(events(spark, written), ds, spec(50)).status == "SUCCESS"
