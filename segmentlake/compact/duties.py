@@ -200,7 +200,10 @@ def _run_selector(
                 owner,
                 CompactionKind.SELECTOR,
                 ids,
-                max_rows_per_segment=ms.config.max_rows_per_segment,
+                # A selector that wants a partitioning gets it, or it would select forever.
+                max_rows_per_segment=getattr(
+                    selector, "max_rows_per_segment", ms.config.max_rows_per_segment
+                ),
                 max_segments_per_job=ms.config.max_segments_per_job,
             )
             changes.append(Change("upsert", selection_row(datasource, new, now_ms=at_ms)))

@@ -68,7 +68,8 @@ class CompactionPlanner(Protocol):
 class CompactionSelector(Protocol):
     """Picks segments of one chunk for a selector compaction. ``name`` identifies it in the
     metadata; it runs again on a chunk only when the chunk's segment set or ``config()``
-    changed since its last run there."""
+    changed since its last run there. A selector with a ``max_rows_per_segment`` attribute has
+    its selections compacted to that target (else the datasource's default)."""
 
     @property
     def name(self) -> str: ...

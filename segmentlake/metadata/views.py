@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from segmentlake.metadata.compaction_records import RUNNING, SELECTION, USER
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, TASK
 from segmentlake.metadata.store import MetadataStore
 
@@ -54,6 +55,45 @@ _VIEWS = {
         FROM (SELECT *, from_json(get_json_object(payload, '$.phase_metrics'),
                                   'map<string, map<string, bigint>>') AS phase_metrics
               FROM delta.`{{path}}` WHERE kind = '{TASK}')""",
+    # The compaction manager's picture: holds, selections, running and queued jobs (as live
+    # managers last reported them), user compactions. One row each.
+    "compaction": f"""
+        SELECT datasource, IF(get_json_object(payload, '$.state') = 'held', 'hold',
+                              'selection') AS entry,
+               id, get_json_object(payload, '$.kind') AS type, group_id AS owner,
+               {_TS.format(col="start_ms")} AS start, {_TS.format(col="end_ms")} AS `end`,
+               version, size(from_json(get_json_object(payload, '$.segments'),
+                                       'array<string>')) AS segments,
+               CAST(NULL AS STRING) AS compactor, CAST(NULL AS TIMESTAMP) AS expires,
+               get_json_object(payload, '$.state') AS status
+        FROM delta.`{{path}}` WHERE kind = '{SELECTION}'
+        UNION ALL
+        SELECT datasource, 'running', id, get_json_object(payload, '$.job.kind'),
+               get_json_object(payload, '$.job.owner'),
+               {_TS.format(col="start_ms")}, {_TS.format(col="end_ms")}, version,
+               size(from_json(get_json_object(payload, '$.job.segments'), 'array<string>')),
+               get_json_object(payload, '$.compactor'), {_TS.format(col="expires_ms")},
+               IF(expires_ms > unix_millis(current_timestamp()), 'live', 'expired')
+        FROM delta.`{{path}}` WHERE kind = '{RUNNING}'
+        UNION ALL
+        SELECT datasource, 'user', id, 'user', id,
+               {_TS.format(col="start_ms")}, {_TS.format(col="end_ms")}, NULL,
+               size(from_json(get_json_object(payload, '$.chunks'), 'array<string>')),
+               NULL, NULL, get_json_object(payload, '$.status')
+        FROM delta.`{{path}}` WHERE kind = '{USER}'
+        UNION ALL
+        SELECT job.datasource, 'queued', job.jobId, job.kind, job.owner,
+               CAST(timestamp_millis(job.start) AS TIMESTAMP),
+               CAST(timestamp_millis(job.`end`) AS TIMESTAMP), job.version, size(job.segments),
+               manager, expires, 'queued'
+        FROM (SELECT id AS manager, {_TS.format(col="expires_ms")} AS expires,
+                     explode(from_json(get_json_object(payload, '$.top'),
+                       'array<struct<jobId: string, datasource: string, start: bigint,
+                        `end`: bigint, version: string, kind: string, owner: string,
+                        segments: array<string>>>')) AS job
+              FROM delta.`{{path}}`
+              WHERE kind = 'compaction_manager'
+                AND expires_ms > unix_millis(current_timestamp()))""",
 }
 
 
@@ -61,7 +101,8 @@ def register_system_views(
     spark: SparkSession, store: MetadataStore, *, prefix: str = "segmentlake_"
 ) -> list[str]:
     """Create or replace the temp views ``<prefix>segments``, ``<prefix>locks``,
-    ``<prefix>pending_segments`` and ``<prefix>tasks``; return their names."""
+    ``<prefix>pending_segments``, ``<prefix>tasks`` and ``<prefix>compaction``; return their
+    names."""
     names = []
     for suffix, sql in _VIEWS.items():
         name = f"{prefix}{suffix}"

@@ -60,7 +60,7 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
     rng = random.Random(seed)
     lake = Lake(spark, warehouse)  # appends here; three JVMs on two cores make them slow
     ds = "crash"
-    written = [r for day in DAYS for r in day_rows(day, 0, 2400)]  # 60 segments a day
+    written = [r for day in DAYS for r in day_rows(day, 0, 1600)]  # 40 segments a day
     assert lake.append(events(spark, written), ds, spec(50)).status == "SUCCESS"
     lake.set_compaction_config(
         ds, CompactionConfig(planner=RatioPlanner(ratio=1.0, max_segments_per_job=10))

@@ -15,9 +15,7 @@ CHUNKS = [ChunkKey(Interval.parse(f"2024-01-0{d}/P1D"), "v1") for d in range(1, 
 
 
 def job(n: int, priority: int, chunk: int = 0) -> CompactionJob:
-    return CompactionJob(
-        CHUNKS[chunk], CompactionKind.SYSTEM, (f"s{n}",), priority, job_id=f"j{n}"
-    )
+    return CompactionJob(CHUNKS[chunk], CompactionKind.SYSTEM, (f"s{n}",), priority, job_id=f"j{n}")
 
 
 class Model:

@@ -1,0 +1,191 @@
+"""The compaction manager on real Spark and Delta: selector compactions re-run only when a
+chunk changed, dead reservations re-planned, the status, the SQL view, the CLI, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql import SparkSession
+
+from segmentlake.cli.main import main
+from segmentlake.compact.manager import CompactionManager
+from segmentlake.core.compaction_config import CompactionConfig
+from segmentlake.core.compaction_jobs import (
+    ChunkKey,
+    CompactionJob,
+    CompactionKind,
+    RunningCompaction,
+    SelectionState,
+)
+from segmentlake.core.compaction_planning import FingerprintSelector, RatioPlanner
+from segmentlake.core.interval import Interval
+from segmentlake.errors import SpecError
+from segmentlake.ingest.task import IngestTarget
+from segmentlake.lake import Lake
+from segmentlake.metadata.compaction_records import SELECTOR_RUN, running_row
+from segmentlake.metadata.store import Change, now_ms
+from tests.compact.conftest import events, per_key
+from tests.compact.test_manager_scenario import DAY, _as_rolled, rows, spec
+
+pytestmark = [pytest.mark.spark]
+
+
+def _append(spark: SparkSession, lake: Lake, ds: str, first: int, n: int) -> list[tuple]:
+    batch = rows(first, n)
+    assert lake.append(events(spark, batch), ds, spec(50)).status == "SUCCESS"
+    return batch
+
+
+def _selector_runs(lake: Lake, ds: str) -> dict[str, str]:
+    import pyarrow.compute as pc
+
+    found = lake.metadata.rows(ds, pc.field("kind") == SELECTOR_RUN)
+    return {r["id"]: r["payload"] for r in found}
+
+
+def test_selector_compaction_runs_again_only_when_the_chunk_changed(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    written = _append(spark, lake, ds, 0, 400)  # 10 segments, never compacted
+    selector = FingerprintSelector(max_rows_per_segment=1_000_000)
+    config = CompactionConfig(planner=RatioPlanner(ratio=100.0), selectors=(selector,))
+    lake.set_compaction_config(ds, config)
+    manager = lake.compaction_manager(datasources=[ds])
+    report = manager.run_pass()
+    assert (report.duties.selector_runs, report.duties.selected) == (1, 1)
+    (selection,) = lake.compaction_status(ds).selections
+    assert selection.owner == "selector:fingerprint"
+    assert selection.kind is CompactionKind.SELECTOR
+    assert len(selection.segments) == 10
+    runs = _selector_runs(lake, ds)
+    assert len(runs) == 1
+    # Nothing changed: the selector is not run again (its hash matches).
+    assert manager.run_pass().duties.selector_runs == 0
+    (job,) = manager.queue("default").jobs()
+    assert (job.kind, job.final, len(job.segments)) == (CompactionKind.SELECTOR, True, 10)
+    manager.run(compactors=1, once=True)
+    assert manager.outcomes["committed"] == 1
+    assert lake.compaction_status(ds).selections == ()
+    (compacted,) = lake.timeline(ds).visible_segments()
+    assert compacted.last_compaction_state["partitionsSpec"]["maxRowsPerSegment"] == 1_000_000
+    # The chunk changed: the selector runs again, and finds it compacted as wanted.
+    report = manager.run_pass()
+    assert (report.duties.selector_runs, report.duties.selected) == (1, 0)
+    assert _selector_runs(lake, ds) != runs
+    assert manager.run_pass().duties.selector_runs == 0
+    assert per_key(lake.read(ds)) == per_key(events(spark, written).selectExpr(*_as_rolled()))
+
+
+def test_a_dead_compactors_reservation_expires_and_its_job_is_planned_again(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    _append(spark, lake, ds, 0, 200)
+    lake.set_compaction_config(ds, CompactionConfig(planner=RatioPlanner(ratio=1.0)))
+    manager = lake.compaction_manager(datasources=[ds])
+    manager.run_pass()
+    (job,) = manager.queue("default").jobs()
+    # A compactor reserved it and died: its record's lease ran out, its locks are gone.
+    dead = RunningCompaction(job, "dead-compactor", now_ms() - 120_000, now_ms() - 60_000)
+    state = lake.metadata.read(ds)
+    row = running_row(ds, dead, task_id="dead_task", now_ms=now_ms())
+    lake.metadata.commit(state, [Change("upsert", row)], commit_id="test:dead")
+    assert [r.compactor for r in lake.compaction_status(ds).running] == []  # expired
+    report = manager.run_pass()
+    assert report.duties.expired == 1
+    assert [j.job_id for j in manager.queue("default").jobs()] == [job.job_id]
+    assert manager.run_job(manager.take(), compactor="c1").status == "committed"  # type: ignore[arg-type]
+
+
+def test_status_view_and_cli(spark: SparkSession, lake: Lake, ds: str, capsys) -> None:
+    _append(spark, lake, ds, 0, 400)
+    assert (
+        main(
+            [
+                "--warehouse",
+                lake.warehouse,
+                "compaction-config",
+                ds,
+                "--set",
+                '{"planner": {"type": "ratio", "ratio": 1.0, "maxSegmentsPerJob": 4}}',
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["planner"]["maxSegmentsPerJob"] == 4
+    assert (
+        main(
+            [
+                "--warehouse",
+                lake.warehouse,
+                "compact",
+                ds,
+                "--user",
+                "--interval",
+                f"{DAY}/P1D",
+                "--max-segments-per-job",
+                "3",
+                "--no-wait",
+            ]
+        )
+        == 0
+    )
+    compaction_id = capsys.readouterr().out.strip()
+    assert lake.user_compaction(ds, compaction_id).status == "RUNNING"
+    target = IngestTarget(spark, lake.warehouse, lake.lockbox)
+    manager = CompactionManager(target, datasources=[ds])
+    manager.run_pass()  # selects the chunk, queues the user's jobs, reports its queue
+    lake.register_system_views(prefix="m_")
+    entries = {
+        r["entry"]: r
+        for r in spark.sql(f"SELECT * FROM m_compaction WHERE datasource = '{ds}'").collect()
+    }
+    assert entries["selection"]["status"] == SelectionState.SELECTED.value
+    assert entries["selection"]["segments"] == 10
+    assert entries["user"]["owner"] == compaction_id
+    assert entries["queued"]["type"] == "user"
+    assert main(["--warehouse", lake.warehouse, "compaction-status", ds]) == 0
+    out = capsys.readouterr().out
+    assert "selected" in out
+    assert compaction_id in out
+    assert "queued" in out
+    assert (
+        main(
+            [
+                "--warehouse",
+                lake.warehouse,
+                "manager",
+                "--datasource",
+                ds,
+                "--once",
+                "--compactors",
+                "2",
+            ]
+        )
+        == 0
+    )
+    # One pass's jobs were drained; the CLI waits for the rest.
+    assert (
+        main(["--warehouse", lake.warehouse, "compact", ds, "--user", "--interval", f"{DAY}/P1D"])
+        == 0
+    )
+    assert "SUCCESS" in capsys.readouterr().out
+    status = lake.compaction_status(ds)
+    assert all(u.status == "SUCCESS" for u in status.users)
+    assert status.selections == ()
+
+
+def test_bad_requests_are_refused_with_the_reason(lake: Lake, ds: str) -> None:
+    with pytest.raises(SpecError, match="unknown compaction planner type 'sizes'"):
+        lake.set_compaction_config(ds, {"planner": {"type": "sizes"}})
+    with pytest.raises(SpecError, match="max_segments_per_job must be >= 2"):
+        lake.start_user_compaction(ds, f"{DAY}/P1D", max_segments_per_job=1)
+    with pytest.raises(SpecError, match="no user compaction 'nope'"):
+        lake.user_compaction(ds, "nope")
+    with pytest.raises(SpecError):
+        lake.start_user_compaction(ds, "2024-13-01/P1D")
+    assert main(["--warehouse", lake.warehouse, "compact", ds, "--user"]) == 2
+    done = lake.start_user_compaction(ds, "1999-01-01/P1D")  # nothing there: done at once
+    assert (done.status, done.chunks) == ("SUCCESS", ())
+    with pytest.raises(SpecError, match="at least one segment"):
+        CompactionJob(ChunkKey(Interval.parse(f"{DAY}/P1D"), "v1"), CompactionKind.SYSTEM, (), 0)
