@@ -45,8 +45,8 @@ from segmentlake.errors import SpecError
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.task import IngestTarget, Replacing, new_task_id, run_ingestion
+from segmentlake.ingest.visible_rows import TIME_COLUMN, output_columns, visible_rows
 from segmentlake.metadata.heartbeat import LeaseKeeper
-from segmentlake.read.reader import TIME_COLUMN, read_visible
 
 __all__ = ["MajorCompaction", "compact_major"]
 
@@ -253,7 +253,8 @@ def _rows(
 ) -> DataFrame:
     """The visible rows of ``chunks`` (a compaction may skip chunks inside its span)."""
     path = datasource_path(target.warehouse, datasource)
-    rows = read_visible(target.spark, path, timeline, interval=span)
+    rows, _ = visible_rows(target.spark, path, timeline, interval=span)
+    rows = rows.select(*output_columns(rows, None))
     if len(chunks) == len(list(_merge(chunks))) == 1:
         return rows
     t = F.col(TIME_COLUMN)

@@ -51,6 +51,7 @@ from segmentlake.ingest.datasource_table import (
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.rollup import SEGMENT_KEY
 from segmentlake.ingest.task import IngestTarget, new_task_id
+from segmentlake.ingest.visible_rows import TIME_COLUMN, key_in, sql_string
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.heartbeat import LeaseKeeper
@@ -60,7 +61,6 @@ from segmentlake.metadata.records import LOCK, SEGMENT, lock_from_row, segments_
 from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
-from segmentlake.read.reader import TIME_COLUMN, key_in, sql_string
 
 __all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "CompactionHooks", "compact_minor"]
 

@@ -1,0 +1,133 @@
+"""The rows of exactly the visible timeline, as one Delta scan pruned to the visible segments'
+partitions — what readers and compactions both read (engines must not import surfaces).
+
+The timeline (from the metadata) says which segments serve which pieces of time. The scan
+keeps the partitions (``__segment`` values, from each segment's load spec) of every visible
+segment — Delta prunes the other files from its log, without listing directories — and, for a
+segment that is only partly visible (a newer version covers some of its chunk), keeps only its
+rows inside the visible pieces. With a filter's domain, segments whose secondary partition
+(hash bucket or dimension range) holds no row it can match are left out of the scan as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from segmentlake.core.filter_domain import Domain, could_contain
+from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.errors import SpecError
+
+__all__ = [
+    "SEGMENT_KEY_COLUMN",
+    "TIME_COLUMN",
+    "key_in",
+    "output_columns",
+    "partitions",
+    "sql_string",
+    "visible_rows",
+]
+
+TIME_COLUMN = "__time"
+SEGMENT_KEY_COLUMN = "__segment"
+
+
+def partitions(
+    timeline: VersionedIntervalTimeline, interval: Interval, domain: Domain | None = None
+) -> tuple[list[str], dict[tuple[int, int], list[str]], int]:
+    """The ``__segment`` values whose every row in ``interval`` is visible; per visible piece
+    that covers only part of its chunk, the values to read within that piece only; and how
+    many visible segments ``domain`` (a filter's) left out."""
+    whole: dict[str, None] = {}
+    partial: dict[tuple[int, int], list[str]] = {}
+    pruned = set()
+    for holder in timeline.lookup(interval):
+        piece = holder.interval
+        for segment in holder.segments:
+            if domain and not could_contain(segment.shard_spec, domain):
+                pruned.add(segment.id)
+                continue
+            # Whole when the piece holds every row of the segment the query asks for (the
+            # global time filter clips to the query); an upgraded copy's rows may lie beyond
+            # its chunk, hence its rows interval, not its interval.
+            rows = segment.rows_interval
+            if piece.start_millis <= max(rows.start_millis, interval.start_millis) and (
+                piece.end_millis >= min(rows.end_millis, interval.end_millis)
+            ):
+                whole[segment_key(segment)] = None
+            else:
+                partial.setdefault(piece.key, []).append(segment_key(segment))
+    return list(whole), partial, len(pruned)
+
+
+def visible_rows(
+    spark: SparkSession,
+    path: str,
+    timeline: VersionedIntervalTimeline,
+    *,
+    interval: Interval | None = None,
+    domain: Domain | None = None,
+) -> tuple[DataFrame, int]:
+    """The visible rows of the datasource table at ``path`` in ``interval`` (every column,
+    ``__segment`` included; see the module), and how many segments ``domain`` pruned."""
+    span = interval or ETERNITY
+    table = spark.read.format("delta").load(path)
+    whole, partial, pruned = partitions(timeline, span, domain)
+    keys = whole + [k for ks in partial.values() for k in ks]
+    # A pure partition predicate first: Delta prunes files with it from the log alone.
+    rows = table.where(key_in(keys))
+    if partial:
+        visible = key_in(whole)
+        for (start, end), piece_keys in partial.items():
+            visible = visible | (key_in(piece_keys) & within(start, end))
+        rows = rows.where(visible)
+    if interval is not None:
+        rows = rows.where(within(interval.start_millis, interval.end_millis))
+    return rows, pruned
+
+
+def key_in(keys: Sequence[str]) -> Column:
+    """``__segment IN (keys)`` as ONE SQL expression: ``Column.isin`` makes a py4j call per
+    value, 13 s for 30,000 keys against 0.04 s for this."""
+    if not keys:
+        return F.lit(False)
+    return F.expr(f"`{SEGMENT_KEY_COLUMN}` IN ({','.join(map(sql_string, keys))})")
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def within(start: int, end: int) -> Column:
+    """``__time`` in ``[start, end)`` (epoch millis)."""
+    t = F.col(TIME_COLUMN)
+    return (t >= F.timestamp_millis(F.lit(start))) & (t < F.timestamp_millis(F.lit(end)))
+
+
+def output_columns(table: DataFrame, wanted: Sequence[str] | None) -> list[str]:
+    """``__time`` and the ``wanted`` columns (default: every dimension and metric)."""
+    available = [c for c in table.columns if c != SEGMENT_KEY_COLUMN]
+    if wanted is None:
+        return available
+    if isinstance(wanted, str):
+        raise SpecError(f"columns must be a list of names, got the string {wanted!r}")
+    missing = [c for c in wanted if c not in available]
+    if missing:
+        raise SpecError(f"columns {missing} are not in the datasource; it has {available}")
+    return [TIME_COLUMN, *[c for c in wanted if c != TIME_COLUMN]]
+
+
+def segment_key(segment: DataSegment) -> str:
+    """The ``__segment`` value of ``segment``'s rows (from its load spec)."""
+    key = segment.load_spec.get("segment")
+    if segment.load_spec.get("type") != "delta" or not isinstance(key, str):
+        raise SpecError(
+            f"segment {segment.id} has load spec {dict(segment.load_spec)}; segmentlake reads "
+            "{'type': 'delta', 'path': ..., 'segment': <__segment value>}"
+        )
+    return key
