@@ -98,7 +98,16 @@ class DeltaLogClient:
 
     def snapshot(self) -> Any:
         """The latest snapshot (a JVM ``Snapshot``); cheap when nothing changed."""
+        self._bind_session()
         return self._log.update(False, self._none, self._none)
+
+    def _bind_session(self) -> None:
+        """Make the session active on this thread's JVM thread: py4j pins each Python thread
+        to its own JVM thread, which does not inherit it, and Delta's checkpoint reader then
+        fails with DELTA_SPARK_SESSION_NOT_SET (seen in compactor and heartbeat threads)."""
+        self._jvm.org.apache.spark.sql.SparkSession.setActiveSession(
+            self.spark._jsparkSession  # type: ignore[attr-defined]
+        )
 
     def table_property(self, snapshot: Any, key: str) -> str | None:
         """A table property (``TBLPROPERTIES``) as of ``snapshot``."""
@@ -107,6 +116,7 @@ class DeltaLogClient:
 
     def changes(self, start: int, end: int) -> Iterator[LogChange]:
         """Versions ``start..end`` (inclusive) as read from their commit files."""
+        self._bind_session()
         it = self._log.getChanges(start, self._none, True)
         while it.hasNext():
             pair = it.next()
@@ -226,6 +236,7 @@ class DeltaLogClient:
         Raises Delta's concurrency exceptions (through py4j) when a commit since ``snapshot``
         removed a file in ``read`` or added a file matching ``partition``.
         """
+        self._bind_session()
         txn = self._log.startTransaction(self._none, self._jvm.scala.Option.apply(snapshot))
         if partition is not None:
             txn.trackReadPredicates(self._seq([self._equals(*partition)]), True, True)
