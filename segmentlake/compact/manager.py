@@ -48,9 +48,10 @@ __all__ = ["CompactionManager", "JobOutcome", "PassReport"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_SIZE = 10_000
-# Manager lock priority: below ingestion's overwrite (so it never revokes a user's overwrite),
-# one value for every kind (selections, not lock priorities, keep jobs apart).
-_LOCK_PRIORITY = 25
+# Manager lock priority: ingestion's default (0), never above it — a higher priority would
+# revoke a user's overwrite lock. One value for every kind: selections, not lock priorities,
+# keep jobs apart.
+_LOCK_PRIORITY = 0
 
 
 @dataclass

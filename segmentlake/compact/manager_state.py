@@ -23,7 +23,6 @@ from segmentlake.metadata.compaction_records import (
     SELECTOR_RUN,
     USER,
     UserCompaction,
-    chunk_of,
     running_from_row,
     selection_from_row,
     user_from_row,
@@ -184,7 +183,3 @@ def read_manager_state(
         config,
         expired,
     )
-
-
-def chunk_row_id(row: Row) -> str:
-    return chunk_of(row).row_id
