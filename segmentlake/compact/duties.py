@@ -179,7 +179,7 @@ def _run_selector(
         if selection is not None and selection.owner != owner:
             continue  # one selection per chunk: run again once it is cleared
         if selection is not None:
-            changes += _advance_selector(datasource, selector, view, ms.config, at_ms, report)
+            changes += _advance_selector(datasource, selector, view, at_ms, report)
             continue
         digest = segment_set_hash((str(s.id) for s in view.visible), config)
         run_id = f"{selector.name}|{chunk_id}"
@@ -217,7 +217,6 @@ def _advance_selector(
     datasource: str,
     selector: CompactionSelector,
     view: ChunkView,
-    config: object,
     at_ms: int,
     report: DutyReport,
 ) -> list[Change]:

@@ -30,7 +30,7 @@ from segmentlake.metadata.compaction_records import (
 from segmentlake.metadata.records import SEGMENT, Row, segments_from_rows
 from segmentlake.metadata.store import PartitionState
 
-__all__ = ["MANAGER_READS", "ManagerState", "ViewCache", "chunk_views", "read_manager_state"]
+__all__ = ["MANAGER_READS", "ManagerState", "ViewCache", "read_manager_state"]
 
 # The rows every manager decision reads: used segments and every compaction record.
 MANAGER_READS = pc.field("kind").isin(list(KINDS)) | (
@@ -47,16 +47,6 @@ class ManagerState:
     selector_runs: dict[str, str]
     config: CompactionConfig
     expired: tuple[Row, ...]
-
-
-def chunk_views(
-    segments: Iterable[DataSegment],
-    running: Iterable[RunningCompaction] = (),
-    selections: Iterable[Selection] = (),
-) -> dict[str, ChunkView]:
-    """A view per chunk that serves some of the timeline (keyed by ``ChunkKey.row_id``): its
-    visible data segments in root order, its running compactions and its selection."""
-    return _attach(_visible_chunks(list(segments)), running, selections)
 
 
 def _visible_chunks(segments: list[DataSegment]) -> dict[ChunkKey, tuple[DataSegment, ...]]:
