@@ -10,7 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from segmentlake.errors import SpecError
+from segmentlake.errors import SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
     from segmentlake.compact.manager import CompactionManager, PassReport
@@ -115,6 +115,11 @@ def user(lake: Lake, args: argparse.Namespace) -> int:
             )
             if current.status == "SUCCESS":
                 break
+            if not thread.is_alive():
+                raise SegmentLakeError(
+                    f"the manager driving {current.compaction_id} stopped (see the log above); "
+                    "the compaction is recorded: run 'segmentlake manager' to finish it"
+                )
             time.sleep(1.0)
     finally:
         stop.set()

@@ -37,7 +37,7 @@ from segmentlake.core.compaction_jobs import (
 )
 from segmentlake.core.compaction_planning import PlannedJob, consecutive_groups, selection_jobs
 from segmentlake.core.compaction_queue import JobQueue
-from segmentlake.errors import LockRefused, SpecError, first_line
+from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, new_task_id
 from segmentlake.metadata.store import PartitionState, now_ms
@@ -347,7 +347,13 @@ class CompactionManager:
                     continue
                 self._wake.wait(interval_s)
                 self._wake.clear()
-                report = self.run_pass()
+                try:
+                    report = self.run_pass()
+                except SegmentLakeError:
+                    # A pass that lost too many commit races (or similar) is retried at the
+                    # next one: its duties committed all or nothing, and the queues stay.
+                    logger.warning("compaction pass failed; retrying next time", exc_info=True)
+                    continue
                 if on_pass:
                     on_pass(self, report)
         finally:
