@@ -29,13 +29,17 @@ from segmentlake.compact.kill import KillReport, kill_unused
 from segmentlake.compact.major import MajorCompaction, compact_major
 from segmentlake.compact.manager import DEFAULT_QUEUE_SIZE, CompactionManager
 from segmentlake.compact.minor import DEFAULT_MAX_ROWS_PER_SEGMENT, compact_minor
+from segmentlake.coordinator.coordinator import Coordinator
+from segmentlake.coordinator.volume_tables import prepare_volume
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
 from segmentlake.core.partitions_spec import PartitionsSpec, partitions_spec_from_dict
+from segmentlake.core.retention_rules import Rule
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.ingest.datasource_table import datasource_path
@@ -43,6 +47,16 @@ from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, run_ingestion
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.cleanup import mark_overshadowed_unused
+from segmentlake.metadata.cluster_records import (
+    SegmentCopy,
+    add_volume,
+    coordinator_config,
+    copies_of,
+    remove_volume,
+    set_coordinator_config,
+    set_decommissioning,
+    volumes,
+)
 from segmentlake.metadata.compaction_records import UserCompaction
 from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
@@ -53,11 +67,13 @@ from segmentlake.metadata.records import (
     PendingSegment,
     segments_from_rows,
 )
+from segmentlake.metadata.rule_records import RuleAudit, rule_history, rules_of, set_rules
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.tasks import task_reports
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.views import register_system_views
 from segmentlake.read.reader import read_visible
+from segmentlake.read.tiers import TIER_CONF, copy_sources
 
 __all__ = ["Lake"]
 
@@ -466,6 +482,106 @@ class Lake:
         """The reports of ``datasource``'s recorded tasks, oldest first."""
         return [TaskReport.from_json(r) for r in task_reports(self.metadata, datasource)]
 
+    # -- retention rules, volumes and the coordinator -----------------------------------------
+
+    def set_rules(
+        self,
+        datasource: str,
+        rules: Sequence[Rule] | Sequence[Mapping[str, Any]] | str,
+        *,
+        author: str = "",
+        comment: str = "",
+    ) -> int:
+        """Replace ``datasource``'s rule chain (``"_default"``: the chain every datasource falls
+        back to) with ``rules`` — :class:`Rule` objects or Druid's rule JSON; the first rule
+        that matches a segment decides. The change and an audit entry (who, when, old, new)
+        are one commit; returns the chain's new revision.
+
+        >>> lake.set_rules("wiki", [{"type": "loadByPeriod", "period": "P1M",
+        ...     "tieredReplicants": {"hot": 1}}, {"type": "dropForever"}],
+        ...     author="ops", comment="keep a month")  # doctest: +SKIP
+        """
+        return set_rules(
+            self.metadata,
+            datasource,
+            rules,
+            author=author,
+            comment=comment,
+            policy=self.lockbox.retry,
+        )
+
+    def rules(self, datasource: str) -> tuple[Rule, ...]:
+        """``datasource``'s own rule chain (``()`` if none; ``"_default"``: the default chain)."""
+        return rules_of(self.metadata, datasource)
+
+    def rule_history(self, datasource: str | None = None) -> list[RuleAudit]:
+        """Every change of the rules (of ``datasource``), newest first."""
+        return rule_history(self.metadata, datasource)
+
+    def add_volume(
+        self,
+        name: str,
+        *,
+        tier: str,
+        path: str,
+        capacity_bytes: int,
+        priority: int = 0,
+    ) -> Volume:
+        """Register a volume of ``tier`` at ``path`` holding up to ``capacity_bytes`` of loaded
+        segments (any path Spark writes: a local directory on each worker, a bucket), and mark
+        it live; the next coordinator run starts loading onto it. ``priority`` orders tiers:
+        a segment's first copy goes to the tier of highest priority its rule names.
+
+        >>> lake.add_volume("nvme-1", tier="hot", path="/mnt/nvme1/sl", capacity_bytes=10**12)
+        ... # doctest: +SKIP
+        """
+        volume = Volume(name, tier, _qualified(path), capacity_bytes, priority=priority)
+        prepare_volume(self.spark, volume)
+        return add_volume(self.metadata, volume, policy=self.lockbox.retry)
+
+    def remove_volume(self, name: str) -> bool:
+        """Deregister volume ``name`` (its data stays where it is); its copies are forgotten by
+        the next coordinator run and re-replicated elsewhere. False if there was none."""
+        return remove_volume(self.metadata, name, policy=self.lockbox.retry)
+
+    def decommission_volume(self, name: str, *, decommissioning: bool = True) -> Volume:
+        """Start (or stop) decommissioning volume ``name``: runs move its copies to the other
+        volumes of its tier, never letting a segment's replicas drop below its rule."""
+        return set_decommissioning(self.metadata, name, decommissioning, policy=self.lockbox.retry)
+
+    def volumes(self) -> tuple[Volume, ...]:
+        """Every registered volume."""
+        return volumes(self.metadata)
+
+    def segment_copies(self, datasource: str) -> list[SegmentCopy]:
+        """Every copy of ``datasource``'s segments on volumes, in any state."""
+        return copies_of(self.metadata, datasource)
+
+    def set_coordinator_config(
+        self, config: CoordinatorConfig | Mapping[str, Any]
+    ) -> CoordinatorConfig:
+        """Store the coordinator's dynamic config (Druid's JSON names; keys left out keep
+        their stored values)."""
+        return set_coordinator_config(self.metadata, config, policy=self.lockbox.retry)
+
+    def coordinator_config(self) -> CoordinatorConfig:
+        return coordinator_config(self.metadata)
+
+    def coordinator(
+        self, *, datasources: Sequence[str] | None = None, loads_per_batch: int = 500
+    ) -> Coordinator:
+        """The coordinator of this warehouse's tiers: ``coordinator.run_once()`` applies the
+        rules (retention included), plans loads, drops, moves and balancing, commits them and
+        carries them out; ``coordinator.run(interval_s=60)`` keeps doing so."""
+        return Coordinator(
+            self.spark,
+            self.warehouse,
+            self.metadata,
+            datasources=datasources,
+            loads_per_batch=loads_per_batch,
+            policy=self.lockbox.retry,
+        )
+
     # -- reading -----------------------------------------------------------------------------
 
     def read(
@@ -474,10 +590,16 @@ class Lake:
         interval: Interval | str | None = None,
         columns: Sequence[str] | None = None,
         filter: str | Column | None = None,
+        *,
+        tier: str | None = None,
     ) -> DataFrame:
         """Exactly the visible rows of ``datasource`` (in ``interval``): ``__time`` (UTC
         TIMESTAMP) and ``columns`` (default every dimension and metric), matching ``filter``
         (Spark SQL or a Column). One Delta scan, pruned to the visible segments.
+
+        With ``tier`` (default: the Spark conf ``segmentlake.read.tier``, if set), each
+        visible segment loaded on a live volume of that tier is read from there, the others
+        from deep storage: the same rows either way.
 
         >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
         """
@@ -487,6 +609,10 @@ class Lake:
                 f"datasource {datasource!r} has no data in {self.warehouse}; ingest it first "
                 "with lake.append or lake.overwrite"
             )
+        tier = tier or self.spark.conf.get(TIER_CONF, None) or None
+        sources = (
+            None if tier is None else copy_sources(self.spark, self.metadata, datasource, tier)
+        )
         return read_visible(
             self.spark,
             path,
@@ -494,6 +620,7 @@ class Lake:
             interval=None if interval is None else _interval(interval),
             columns=columns,
             filter=filter,
+            sources=sources,
         )
 
     def register_view(self, datasource: str, name: str | None = None) -> str:

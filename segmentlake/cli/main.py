@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from segmentlake.cli import manage
+from segmentlake.cli import manage, tiers
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_cleanup_commands(sub)
     _add_compact_command(sub)
     manage.add_manager_commands(sub)
+    tiers.add_tier_commands(sub)
     return parser
 
 
@@ -165,6 +166,8 @@ def _run(args: argparse.Namespace) -> int:
         return manage.print_status(lake, args.datasource)
     if args.command == "compaction-config":
         return manage.compaction_config(lake, args)
+    if args.command in tiers.COMMANDS:
+        return tiers.run_tier_command(lake, args)
     if older_than is not None:
         return _kill(lake, args, older_than)
     if args.command == "segments":

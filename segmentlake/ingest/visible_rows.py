@@ -11,7 +11,7 @@ rows inside the visible pieces. With a filter's domain, segments whose secondary
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -71,13 +71,49 @@ def visible_rows(
     *,
     interval: Interval | None = None,
     domain: Domain | None = None,
+    sources: Mapping[str, tuple[str, int]] | None = None,
 ) -> tuple[DataFrame, int]:
     """The visible rows of the datasource table at ``path`` in ``interval`` (every column,
-    ``__segment`` included; see the module), and how many segments ``domain`` pruned."""
+    ``__segment`` included; see the module), and how many segments ``domain`` pruned.
+
+    ``sources`` maps a ``__segment`` value to another table holding the same rows (a loaded
+    copy on a volume) and the version to read it at: those rows come from there instead."""
     span = interval or ETERNITY
-    table = spark.read.format("delta").load(path)
     whole, partial, pruned = partitions(timeline, span, domain)
-    keys = whole + [k for ks in partial.values() for k in ks]
+    sources = sources or {}
+    deep_whole = [k for k in whole if k not in sources]
+    deep_partial = {p: [k for k in ks if k not in sources] for p, ks in partial.items()}
+    rows = _scan(spark.read.format("delta").load(path), deep_whole, deep_partial, interval)
+    for (table_path, version), keys in _by_table(sources, whole, partial).items():
+        table = spark.read.format("delta").option("versionAsOf", version).load(table_path)
+        piece_whole = [k for k in whole if k in keys]
+        piece_partial = {p: [k for k in ks if k in keys] for p, ks in partial.items()}
+        copied = _scan(table, piece_whole, piece_partial, interval)
+        rows = rows.unionByName(copied, allowMissingColumns=True)
+    return rows, pruned
+
+
+def _by_table(
+    sources: Mapping[str, tuple[str, int]],
+    whole: Sequence[str],
+    partial: Mapping[tuple[int, int], Sequence[str]],
+) -> dict[tuple[str, int], set[str]]:
+    """The keys to read from each other table: those visible and found in ``sources``."""
+    tables: dict[tuple[str, int], set[str]] = {}
+    for key in [*whole, *(k for ks in partial.values() for k in ks)]:
+        if key in sources:
+            tables.setdefault(sources[key], set()).add(key)
+    return tables
+
+
+def _scan(
+    table: DataFrame,
+    whole: Sequence[str],
+    partial: Mapping[tuple[int, int], Sequence[str]],
+    interval: Interval | None,
+) -> DataFrame:
+    partial = {p: ks for p, ks in partial.items() if ks}
+    keys = [*whole, *(k for ks in partial.values() for k in ks)]
     # A pure partition predicate first: Delta prunes files with it from the log alone.
     rows = table.where(key_in(keys))
     if partial:
@@ -87,7 +123,7 @@ def visible_rows(
         rows = rows.where(visible)
     if interval is not None:
         rows = rows.where(within(interval.start_millis, interval.end_millis))
-    return rows, pruned
+    return rows
 
 
 def key_in(keys: Sequence[str]) -> Column:

@@ -94,6 +94,47 @@ _VIEWS = {
               FROM delta.`{{path}}`
               WHERE kind = 'compaction_manager'
                 AND expires_ms > unix_millis(current_timestamp()))""",
+    # Retention rules (stored chains; a never-set default chain is Druid's loadForever) and
+    # their audit trail.
+    "rules": """
+        SELECT id AS datasource, seq AS revision, pos AS position,
+               get_json_object(payload, concat('$[', pos, ']')) AS rule,
+               get_json_object(get_json_object(payload, concat('$[', pos, ']')), '$.type')
+                 AS type
+        FROM (SELECT *, explode(sequence(0, json_array_length(payload) - 1)) AS pos
+              FROM delta.`{path}`
+              WHERE kind = 'rule_chain' AND json_array_length(payload) > 0)""",
+    "rule_history": f"""
+        SELECT get_json_object(payload, '$.datasource') AS datasource, seq AS revision,
+               get_json_object(payload, '$.author') AS author,
+               get_json_object(payload, '$.comment') AS comment,
+               {_TS.format(col="updated_ms")} AS changed,
+               get_json_object(payload, '$.old') AS old_rules,
+               get_json_object(payload, '$.new') AS new_rules
+        FROM delta.`{{path}}` WHERE kind = 'rule_audit'""",
+    # Volumes with what is loaded on them, and every copy of a segment on a volume.
+    "volumes": """
+        SELECT v.id AS volume, get_json_object(v.payload, '$.tier') AS tier,
+               get_json_object(v.payload, '$.path') AS path,
+               CAST(get_json_object(v.payload, '$.capacityBytes') AS BIGINT) AS capacity,
+               CAST(get_json_object(v.payload, '$.decommissioning') AS BOOLEAN)
+                 AS decommissioning,
+               CAST(get_json_object(v.payload, '$.priority') AS INT) AS priority,
+               coalesce(c.segments, 0) AS segments, coalesce(c.used, 0) AS used
+        FROM (SELECT * FROM delta.`{path}` WHERE kind = 'volume') v
+        LEFT JOIN (SELECT group_id, count(*) AS segments, sum(size_bytes) AS used
+                   FROM delta.`{path}`
+                   WHERE kind = 'segment_copy' AND sequence_name = 'LOADED'
+                   GROUP BY group_id) c
+        ON c.group_id = v.id""",
+    "segment_copies": f"""
+        SELECT substring(datasource, 9) AS datasource, previous_id AS segment_id,
+               group_id AS volume, sequence_name AS state,
+               get_json_object(payload, '$.reason') AS reason,
+               get_json_object(payload, '$.moveFrom') AS move_from,
+               {_TS.format(col="start_ms")} AS start, {_TS.format(col="end_ms")} AS `end`,
+               size_bytes AS size, seq AS table_version, {_TS.format(col="updated_ms")} AS updated
+        FROM delta.`{{path}}` WHERE kind = 'segment_copy'""",
 }
 
 

@@ -4,7 +4,7 @@ compactions share), with a filter: its domain prunes segments, its expression th
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -47,15 +47,19 @@ def read_visible(
     interval: Interval | None = None,
     columns: Sequence[str] | None = None,
     filter: str | Column | None = None,
+    sources: Mapping[str, tuple[str, int]] | None = None,
 ) -> DataFrame:
     """The visible rows of the datasource table at ``path``, with ``__time`` and ``columns``
-    (default: every dimension and metric), matching ``filter``."""
+    (default: every dimension and metric), matching ``filter``; the rows of a ``__segment``
+    value in ``sources`` come from the (table path, version) it names: a loaded copy."""
     domain = None
     if filter is not None:
         table = spark.read.format("delta").load(path)
         types = {field.name: field.dataType for field in table.schema.fields}
         domain = domain_of(filter, types, spark=spark)
-    rows, pruned = visible_rows(spark, path, timeline, interval=interval, domain=domain)
+    rows, pruned = visible_rows(
+        spark, path, timeline, interval=interval, domain=domain, sources=sources
+    )
     if domain:
         _log.debug("the filter's domain %s left out %d visible segments", domain, pruned)
     if filter is not None:

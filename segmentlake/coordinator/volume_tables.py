@@ -1,0 +1,101 @@
+"""A volume's tables: per datasource, one Delta table holding the rows of the segments loaded
+on the volume, partitioned by ``__segment`` like deep storage (a drop deletes partitions).
+
+A load copies a batch of segments' rows from deep storage in ONE Spark job, as a Delta
+``replaceWhere`` on their ``__segment`` values: a retried or repeated load replaces what an
+earlier attempt left instead of doubling it. A volume announces itself with a marker file at
+its root; a volume whose marker is gone (disk lost, bucket deleted) is dead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from segmentlake.core.storage_tiers import Volume
+from segmentlake.ingest.datasource_table import datasource_path
+from segmentlake.ingest.visible_rows import SEGMENT_KEY_COLUMN, key_in, sql_string
+from segmentlake.metadata.deltalog import DeltaLogClient, safe_name
+
+__all__ = [
+    "MARKER",
+    "drop_rows",
+    "load_rows",
+    "prepare_volume",
+    "volume_alive",
+    "volume_table_path",
+]
+
+logger = logging.getLogger(__name__)
+
+MARKER = "_segmentlake_volume.json"
+
+
+def volume_table_path(volume: Volume, datasource: str) -> str:
+    """Where ``volume`` keeps ``datasource``'s loaded rows."""
+    return f"{volume.path.rstrip('/')}/{safe_name(datasource)}"
+
+
+def _fs_path(spark: SparkSession, path: str) -> tuple[object, object]:
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    fs = target.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    return fs, target
+
+
+def prepare_volume(spark: SparkSession, volume: Volume) -> None:
+    """Create the volume's root (if needed) and its marker, naming the volume."""
+    fs, marker = _fs_path(spark, f"{volume.path.rstrip('/')}/{MARKER}")
+    out = fs.create(marker, True)  # type: ignore[attr-defined]
+    try:
+        out.write(json.dumps({"name": volume.name, "tier": volume.tier}).encode())
+    finally:
+        out.close()
+
+
+def volume_alive(spark: SparkSession, volume: Volume) -> bool:
+    """Whether the volume's marker is there and names this volume."""
+    fs, marker = _fs_path(spark, f"{volume.path.rstrip('/')}/{MARKER}")
+    try:
+        if not fs.exists(marker):  # type: ignore[attr-defined]
+            return False
+        stream = fs.open(marker)  # type: ignore[attr-defined]
+        try:
+            jvm = spark._jvm  # type: ignore[attr-defined]
+            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+        return bool(json.loads(text).get("name") == volume.name)
+    except Exception as e:  # an unreachable volume is a dead one
+        logger.warning("volume %s at %s is unreachable: %s", volume.name, volume.path, e)
+        return False
+
+
+def load_rows(
+    spark: SparkSession, warehouse: str, volume: Volume, datasource: str, keys: Sequence[str]
+) -> int:
+    """Copy the rows of ``keys`` (``__segment`` values) from deep storage into the volume's
+    table in one Spark job; return the volume table's version that holds them."""
+    path = volume_table_path(volume, datasource)
+    rows = spark.read.format("delta").load(datasource_path(warehouse, datasource))
+    rows = rows.where(key_in(keys))
+    predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
+    log = DeltaLogClient(spark, path)
+    writer = rows.write.format("delta").option("mergeSchema", "true")
+    if log.version() < 0:
+        writer.mode("append").partitionBy(SEGMENT_KEY_COLUMN).save(path)
+    else:
+        writer.mode("overwrite").option("replaceWhere", predicate).save(path)
+    return log.version()
+
+
+def drop_rows(spark: SparkSession, volume: Volume, datasource: str, keys: Sequence[str]) -> None:
+    """Delete the rows of ``keys`` from the volume's table (nothing if it has none)."""
+    path = volume_table_path(volume, datasource)
+    if not keys or DeltaLogClient(spark, path).version() < 0:
+        return
+    predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE {predicate}")

@@ -1,0 +1,355 @@
+"""Druid's coordinator rules — load, drop and broadcast, forever, by period or by interval —
+with Druid's JSON and matching semantics.
+
+A datasource has a chain of rules, and every datasource falls back to the ``_default`` chain:
+for each segment the coordinator takes the first rule of ``chain + default chain`` that
+applies to the segment's interval, relative to now. A load rule says how many copies each
+tier keeps (``tieredReplicants``); a drop rule retires the segment (marks it unused, later
+killed); a broadcast rule puts a copy on every volume.
+
+Matching (``recent`` = the ``period`` up to now):
+
+* ``load/broadcastByPeriod``: with ``includeFuture`` (the default) the segment ends after
+  ``recent`` starts; without, it overlaps ``recent``. ``…ByInterval``: it overlaps the interval.
+* ``dropByPeriod``: with ``includeFuture`` the segment starts at or after ``recent`` starts;
+  without, ``recent`` contains it. ``dropBeforeByPeriod``: it ends at or before now - period.
+  ``dropByInterval``: the interval contains it.
+
+>>> chain = rules_from_json('[{"type": "loadByPeriod", "period": "P1M",'
+...     ' "tieredReplicants": {"hot": 2}}, {"type": "dropForever"}]')
+>>> [rule.type for rule in chain]
+['loadByPeriod', 'dropForever']
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from segmentlake.core.interval import Interval, Period
+from segmentlake.errors import SpecError
+
+__all__ = [
+    "DEFAULT_RULES",
+    "DEFAULT_RULES_KEY",
+    "DEFAULT_TIER",
+    "BroadcastRule",
+    "DropRule",
+    "LoadRule",
+    "Rule",
+    "match_rules",
+    "rule_for",
+    "rule_from_json",
+    "rules_from_json",
+    "rules_to_json",
+]
+
+DEFAULT_TIER = "_default_tier"
+DEFAULT_RULES_KEY = "_default"
+_DEFAULT_REPLICANTS = 2
+
+I64 = NDArray[np.int64]
+Mask = NDArray[np.bool_]
+
+# Per type: its kind, and which of period / interval it takes.
+_TYPES: dict[str, tuple[str, str | None]] = {
+    "loadForever": ("load", None),
+    "loadByPeriod": ("load", "period"),
+    "loadByInterval": ("load", "interval"),
+    "dropForever": ("drop", None),
+    "dropByPeriod": ("drop", "period"),
+    "dropBeforeByPeriod": ("drop", "period"),
+    "dropByInterval": ("drop", "interval"),
+    "broadcastForever": ("broadcast", None),
+    "broadcastByPeriod": ("broadcast", "period"),
+    "broadcastByInterval": ("broadcast", "interval"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A rule of any kind: ``type`` is Druid's name (see the module for the meanings)."""
+
+    kind: ClassVar[str] = ""
+    type: str
+    period: Period | None = None
+    interval: Interval | None = None
+    include_future: bool = True
+
+    def __post_init__(self) -> None:
+        if self.type not in _TYPES or _TYPES[self.type][0] != self.kind:
+            known = sorted(t for t, (k, _) in _TYPES.items() if k == self.kind)
+            raise SpecError(f"{self.type!r} is not a {self.kind} rule type; use one of {known}")
+        takes = _TYPES[self.type][1]
+        for name in ("period", "interval"):
+            given = getattr(self, name) is not None
+            if given != (takes == name):
+                need = "needs" if takes == name else "takes no"
+                raise SpecError(f"rule {self.type} {need} {name!r}: {self.to_json()}")
+        if not isinstance(self.include_future, bool):
+            raise SpecError(f"rule {self.type} includeFuture must be true or false")
+
+    def _recent(self, now_ms: int) -> tuple[int, int]:
+        assert self.period is not None
+        return self.period.add_to(now_ms, -1), now_ms
+
+    def applies_to(self, interval: Interval, now_ms: int) -> bool:
+        """Whether the rule matches a segment of ``interval`` at ``now_ms``."""
+        mask = self.applies_mask(
+            np.array([interval.start_millis], dtype=np.int64),
+            np.array([interval.end_millis], dtype=np.int64),
+            now_ms,
+        )
+        return bool(mask[0])
+
+    def applies_mask(self, start_ms: I64, end_ms: I64, now_ms: int) -> Mask:
+        """:meth:`applies_to` for many segments at once."""
+        if self.period is None and self.interval is None:
+            return np.ones(len(start_ms), dtype=bool)
+        if self.interval is not None:
+            lo, hi = self.interval.start_millis, self.interval.end_millis
+            if self.kind == "drop":  # contains
+                return np.asarray((start_ms >= lo) & (end_ms <= hi))
+            return np.asarray((start_ms < hi) & (end_ms > lo))  # overlaps
+        lo, hi = self._recent(now_ms)
+        if self.type == "dropBeforeByPeriod":
+            return np.asarray(end_ms <= lo)
+        if self.kind == "drop":
+            if self.include_future:
+                return np.asarray(start_ms >= lo)
+            return np.asarray((start_ms >= lo) & (end_ms <= hi))
+        if self.include_future:
+            return np.asarray(end_ms > lo)
+        return np.asarray((start_ms < hi) & (end_ms > lo))
+
+    def to_json(self) -> dict[str, Any]:
+        """Druid's JSON of the rule."""
+        out: dict[str, Any] = {"type": self.type}
+        if self.period is not None:
+            out["period"] = _period_text(self.period)
+            if self.type != "dropBeforeByPeriod":
+                out["includeFuture"] = self.include_future
+        if self.interval is not None:
+            out["interval"] = str(self.interval)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRule(Rule):
+    """Keep ``tiered_replicants`` copies per tier of the segments the rule matches."""
+
+    kind: ClassVar[str] = "load"
+    tiered_replicants: tuple[tuple[str, int], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        Rule.__post_init__(self)
+        for tier, count in self.tiered_replicants:
+            if not isinstance(tier, str) or not tier:
+                raise SpecError(f"rule {self.type}: tier names must be non-empty strings")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise SpecError(
+                    f"rule {self.type}: replicants of tier {tier!r} must be an integer >= 0, "
+                    f"got {count!r}"
+                )
+
+    @property
+    def replicants(self) -> dict[str, int]:
+        return dict(self.tiered_replicants)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**Rule.to_json(self), "tieredReplicants": self.replicants}
+
+    @classmethod
+    def forever(cls, replicants: Mapping[str, int] | None = None) -> LoadRule:
+        return cls("loadForever", tiered_replicants=_tiers(replicants))
+
+    @classmethod
+    def by_period(
+        cls,
+        period: str | Period,
+        replicants: Mapping[str, int] | None = None,
+        *,
+        include_future: bool = True,
+    ) -> LoadRule:
+        return cls(
+            "loadByPeriod",
+            period=_period(period),
+            include_future=include_future,
+            tiered_replicants=_tiers(replicants),
+        )
+
+    @classmethod
+    def by_interval(
+        cls, interval: str | Interval, replicants: Mapping[str, int] | None = None
+    ) -> LoadRule:
+        return cls(
+            "loadByInterval", interval=_interval(interval), tiered_replicants=_tiers(replicants)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DropRule(Rule):
+    """Retire the segments the rule matches: they are marked unused, later killed."""
+
+    kind: ClassVar[str] = "drop"
+
+    @classmethod
+    def forever(cls) -> DropRule:
+        return cls("dropForever")
+
+    @classmethod
+    def by_period(cls, period: str | Period, *, include_future: bool = True) -> DropRule:
+        return cls("dropByPeriod", period=_period(period), include_future=include_future)
+
+    @classmethod
+    def before_by_period(cls, period: str | Period) -> DropRule:
+        return cls("dropBeforeByPeriod", period=_period(period))
+
+    @classmethod
+    def by_interval(cls, interval: str | Interval) -> DropRule:
+        return cls("dropByInterval", interval=_interval(interval))
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastRule(Rule):
+    """Keep a copy of the segments the rule matches on every active volume."""
+
+    kind: ClassVar[str] = "broadcast"
+
+    @classmethod
+    def forever(cls) -> BroadcastRule:
+        return cls("broadcastForever")
+
+    @classmethod
+    def by_period(cls, period: str | Period, *, include_future: bool = True) -> BroadcastRule:
+        return cls("broadcastByPeriod", period=_period(period), include_future=include_future)
+
+    @classmethod
+    def by_interval(cls, interval: str | Interval) -> BroadcastRule:
+        return cls("broadcastByInterval", interval=_interval(interval))
+
+
+def rule_from_json(data: Mapping[str, Any]) -> Rule:
+    """The rule of Druid's rule JSON (``{"type": "loadByPeriod", "period": "P1M", …}``)."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"a rule must be a JSON object, got {data!r}")
+    kind_of = _TYPES.get(str(data.get("type")))
+    if kind_of is None:
+        raise SpecError(f"unknown rule type {data.get('type')!r}; known: {sorted(_TYPES)}")
+    kind, takes = kind_of
+    allowed = {"type"} | ({takes} if takes else set())
+    if takes == "period" and data["type"] != "dropBeforeByPeriod":
+        allowed.add("includeFuture")
+    if kind == "load":
+        allowed |= {"tieredReplicants", "useDefaultTierForNull"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise SpecError(
+            f"rule {data['type']} has unknown keys {sorted(unknown)}; it takes {sorted(allowed)}"
+        )
+    period = _period(data["period"]) if "period" in data else None
+    interval = _interval(data["interval"]) if "interval" in data else None
+    include_future = data.get("includeFuture", True)
+    common: dict[str, Any] = {
+        "period": period,
+        "interval": interval,
+        "include_future": include_future,
+    }
+    if kind == "load":
+        replicants = data.get("tieredReplicants")
+        if replicants is None:
+            use_default = data.get("useDefaultTierForNull", True)
+            replicants = {DEFAULT_TIER: _DEFAULT_REPLICANTS} if use_default else {}
+        if not isinstance(replicants, Mapping):
+            raise SpecError(
+                f"rule {data['type']}: tieredReplicants must be an object, got {replicants!r}"
+            )
+        return LoadRule(data["type"], tiered_replicants=_tiers(replicants), **common)
+    rule_class = DropRule if kind == "drop" else BroadcastRule
+    return rule_class(data["type"], **common)
+
+
+def rules_from_json(data: str | Sequence[Mapping[str, Any] | Rule]) -> tuple[Rule, ...]:
+    """A chain from a JSON list (or its text); :class:`Rule` objects pass through."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"rules are not valid JSON: {e}") from None
+    if not isinstance(data, Sequence) or isinstance(data, str | bytes):
+        raise SpecError(f"rules must be a JSON list of rule objects, got {data!r}")
+    return tuple(r if isinstance(r, Rule) else rule_from_json(r) for r in data)
+
+
+def rules_to_json(rules: Sequence[Rule]) -> list[dict[str, Any]]:
+    return [rule.to_json() for rule in rules]
+
+
+def rule_for(
+    interval: Interval, now_ms: int, chain: Sequence[Rule], default_chain: Sequence[Rule]
+) -> Rule | None:
+    """The first rule of ``chain``, then of ``default_chain``, that applies; None if none."""
+    for rule in (*chain, *default_chain):
+        if rule.applies_to(interval, now_ms):
+            return rule
+    return None
+
+
+def match_rules(
+    chain: Sequence[Rule], start_ms: I64, end_ms: I64, now_ms: int
+) -> NDArray[np.int32]:
+    """For each segment, the index of the first rule of ``chain`` that applies (-1: none)."""
+    out = np.full(len(start_ms), -1, dtype=np.int32)
+    open_ = np.ones(len(start_ms), dtype=bool)
+    for i, rule in enumerate(chain):
+        if not open_.any():
+            break
+        hit = open_ & rule.applies_mask(start_ms, end_ms, now_ms)
+        out[hit] = i
+        open_ &= ~hit
+    return out
+
+
+def _tiers(replicants: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
+    if replicants is None:
+        return ((DEFAULT_TIER, _DEFAULT_REPLICANTS),)
+    return tuple(sorted(replicants.items()))
+
+
+def _period(value: str | Period) -> Period:
+    if isinstance(value, Period):
+        return value
+    if not isinstance(value, str):
+        raise SpecError(f"a rule period must be an ISO-8601 string such as 'P1M', got {value!r}")
+    return Period.parse(value)
+
+
+def _interval(value: str | Interval) -> Interval:
+    if isinstance(value, Interval):
+        return value
+    if not isinstance(value, str):
+        raise SpecError(f"a rule interval must be an ISO interval string, got {value!r}")
+    return Interval.parse(value)
+
+
+def _period_text(period: Period) -> str:
+    years, months = divmod(period.months, 12)
+    text = "P" + (f"{years}Y" if years else "") + (f"{months}M" if months else "")
+    millis = period.millis
+    days, rest = divmod(millis, 86_400_000)
+    text += f"{days}D" if days else ""
+    if rest:
+        hours, rest = divmod(rest, 3_600_000)
+        minutes, rest = divmod(rest, 60_000)
+        text += "T" + (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+        text += f"{rest / 1000:g}S" if rest else ""
+    return text
+
+
+# Druid's factory default chain.
+DEFAULT_RULES: tuple[Rule, ...] = (LoadRule.forever({DEFAULT_TIER: _DEFAULT_REPLICANTS}),)
