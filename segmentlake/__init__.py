@@ -36,6 +36,7 @@ from segmentlake.core.partitions_spec import (
     HashedPartitionsSpec,
     SingleDimensionPartitionsSpec,
 )
+from segmentlake.core.retention_rules import BroadcastRule, DropRule, LoadRule, Rule
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import (
@@ -47,6 +48,7 @@ from segmentlake.core.shard_spec import (
     SingleDimensionShardSpec,
     TombstoneShardSpec,
 )
+from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.timeline import TimelineObjectHolder, VersionedIntervalTimeline
 from segmentlake.errors import (
     BadRowsError,
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ETERNITY",
     "BadRowsError",
+    "BroadcastRule",
     "ChunkView",
     "CommitConflict",
     "CommitStateUnknown",
@@ -75,10 +78,12 @@ __all__ = [
     "CompactionKind",
     "CompactionPlanner",
     "CompactionSelector",
+    "CoordinatorConfig",
     "DataSegment",
     "DimensionRangePartitionsSpec",
     "DimensionRangeShardSpec",
     "DimensionsSpec",
+    "DropRule",
     "DynamicPartitionsSpec",
     "EnvironmentSetupError",
     "ExpressionTransform",
@@ -90,6 +95,7 @@ __all__ = [
     "IngestionSpec",
     "Interval",
     "Lake",
+    "LoadRule",
     "LockGranularity",
     "LockRefused",
     "LockType",
@@ -102,6 +108,7 @@ __all__ = [
     "PlannedJob",
     "RatioPlanner",
     "RowStats",
+    "Rule",
     "SegmentId",
     "SegmentLakeError",
     "SegmentSchema",
@@ -117,6 +124,7 @@ __all__ = [
     "TombstoneShardSpec",
     "TransformSpec",
     "VersionedIntervalTimeline",
+    "Volume",
     "spark_session",
 ]
 

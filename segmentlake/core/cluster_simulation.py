@@ -119,7 +119,7 @@ class SimulatedCluster:
         seg_map[rows] = np.arange(len(rows))
         s = self.segments
         served = ServedSegments(
-            ids=[s.ids[i] for i in rows],
+            ids=[s.ids[int(i)] for i in rows],
             datasource=s.datasource[rows],
             datasources=s.datasources,
             start_ms=s.start_ms[rows],

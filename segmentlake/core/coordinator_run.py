@@ -65,6 +65,9 @@ B = NDArray[np.bool_]
 # Joint costs further apart than this many 1/λ units (~43 days) are below e^-30 of an adjacent
 # pair's: the incremental updates leave them out.
 _WINDOW_UNITS = 30.0
+# ...and within a phase, at most this many candidates on each side of a decision are updated
+# (the next phase and the next run start again from exact costs).
+_NEAREST = 512
 _LOADED, _LOADING, _DROPPING = (int(s) for s in CopyState)
 # Copies of a tier the balancer weighs per run (Druid samples too): a tier with fewer has them
 # all weighed, so a run that moves nothing there means the tier is balanced.
@@ -282,7 +285,7 @@ class _Run:
         moves = (c.state == _LOADING) & (c.move_from >= 0)
         keys = c.segment[moves] * max(self.nv, 1) + c.move_from[moves]
         mine = c.segment * max(self.nv, 1) + c.volume
-        return (c.state == _LOADED) & np.isin(mine, keys)
+        return np.asarray((c.state == _LOADED) & np.isin(mine, keys), dtype=bool)
 
     # -- the run -------------------------------------------------------------------------
 
@@ -622,6 +625,8 @@ class _Run:
         """Bring every tier up to its rule's replica count: segments with the fewest live
         copies (those a lost volume left short) first, newest first among equals."""
         deficit = self.required - self.projected
+        # A segment with no copy at all waits for its first copy (primary tier) next run.
+        deficit[self.projected.sum(axis=1) == 0] = 0
         for t in range(self.nt):
             if not np.any(self.vol_tier[self.active] == t):
                 continue
@@ -820,6 +825,10 @@ class _CandidateCosts:
         lo, hi = np.searchsorted(
             self.sorted_a, [ya - _WINDOW_UNITS - self.max_len, yb + _WINDOW_UNITS]
         )
+        # A dense phase (a cold start queues 10^4 loads of the newest hours) would touch every
+        # candidate on every decision: only the nearest in time are updated within the phase.
+        centre = int(np.searchsorted(self.sorted_a, ya))
+        lo, hi = max(int(lo), centre - _NEAREST), min(int(hi), centre + _NEAREST)
         rows = self.order[lo:hi]
         if not len(rows):
             return

@@ -225,7 +225,9 @@ def _block_prefix(block: F64, values: F64) -> F64:
     """Running sums of ``values`` restarting at each block (blocks sorted; a block holds
     values of very different scales, so each gets its own running sum)."""
     out = np.empty_like(values)
-    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]]) if len(values) else []
+    starts: list[int] = (
+        np.flatnonzero(np.r_[True, block[1:] != block[:-1]]).tolist() if len(values) else []
+    )
     bounds = [*starts, len(values)]
     for lo, hi in itertools.pairwise(bounds):
         out[lo:hi] = np.cumsum(values[lo:hi])

@@ -142,7 +142,8 @@ def register_system_views(
     spark: SparkSession, store: MetadataStore, *, prefix: str = "segmentlake_"
 ) -> list[str]:
     """Create or replace the temp views ``<prefix>segments``, ``<prefix>locks``,
-    ``<prefix>pending_segments``, ``<prefix>tasks`` and ``<prefix>compaction``; return their
+    ``<prefix>pending_segments``, ``<prefix>tasks``, ``<prefix>compaction``, ``<prefix>rules``,
+    ``<prefix>rule_history``, ``<prefix>volumes`` and ``<prefix>segment_copies``; return their
     names."""
     names = []
     for suffix, sql in _VIEWS.items():

@@ -187,7 +187,17 @@ def test_publish_is_all_or_nothing_and_views_show_it(lake: Lake, ds: str) -> Non
     segments = [pending_segment(p) for p in allocated]
     version = segments[0].version
     names = lake.register_system_views(prefix="t_")
-    assert names == ["t_segments", "t_locks", "t_pending_segments", "t_tasks", "t_compaction"]
+    assert names == [
+        "t_segments",
+        "t_locks",
+        "t_pending_segments",
+        "t_tasks",
+        "t_compaction",
+        "t_rules",
+        "t_rule_history",
+        "t_volumes",
+        "t_segment_copies",
+    ]
 
     def view(name: str) -> list[dict]:
         rows = lake.spark.sql(f"SELECT * FROM t_{name} WHERE datasource = '{ds}'").collect()
