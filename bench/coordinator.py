@@ -86,12 +86,7 @@ def cluster(n: int, seed: int) -> SimulatedCluster:
 def place_at_random(sim: SimulatedCluster, seed: int) -> None:
     """Every segment loaded where its rule asks, on random volumes (valid, unbalanced)."""
     rng = np.random.default_rng(seed)
-    snap, _, vol_back = sim.snapshot()
-    from segmentlake.core.coordinator_run import plan_run
-
-    # The planner's own rule matching tells what each segment needs; place that at random.
-    plan = plan_run(snap, CoordinatorConfig(max_segments_in_node_loading_queue=1, seed=seed))
-    del plan
+    _, _, vol_back = sim.snapshot()
     names = sorted(sim.volumes)
     by_tier = {t: [i for i, n in enumerate(names) if sim.volumes[n].tier == t] for t, _, _ in TIERS}
     end = sim.segments.end_ms
@@ -108,13 +103,11 @@ def place_at_random(sim: SimulatedCluster, seed: int) -> None:
         rows = np.flatnonzero(mask)
         for tier, count in need.items():
             choices = np.array(by_tier[tier])
-            picks = np.stack(
-                [rng.permutation(len(choices))[:count] for _ in range(1)]
-            )  # same offsets pattern per segment is fine: shift by a random base below
+            # A random volume per segment; its replicas go to the next volumes of the tier.
             base = rng.integers(0, len(choices), len(rows))
             for k in range(count):
                 seg_rows.append(rows)
-                vol_rows.append(choices[(base + picks[0][k]) % len(choices)])
+                vol_rows.append(choices[(base + k) % len(choices)])
     seg = np.concatenate(seg_rows)
     vol = vol_back[np.concatenate(vol_rows)]
     sim.c_seg = seg.astype(np.int64)

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 import pyarrow.compute as pc
 
-from segmentlake.core.segment import SegmentId
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.errors import SpecError
 from segmentlake.metadata.records import Row, metadata_row
@@ -252,8 +251,3 @@ def set_coordinator_config(
         policy=policy,
     )
     return config
-
-
-def segment_id_datasource(segment_id: str) -> str:
-    """The datasource named by a segment id (for error messages and checks)."""
-    return SegmentId.parse(segment_id).datasource
