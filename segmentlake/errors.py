@@ -13,11 +13,14 @@ __all__ = [
     "BadRowsError",
     "CommitConflict",
     "CommitStateUnknown",
+    "DatasourceNotFound",
     "EnvironmentSetupError",
     "LockRefused",
     "MetadataVersionError",
+    "NotFound",
     "SegmentLakeError",
     "SpecError",
+    "WarehouseNotFound",
     "first_line",
 ]
 
@@ -40,6 +43,18 @@ class BadRowsError(SpecError):
     def __init__(self, message: str, *, report: object = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class NotFound(SegmentLakeError, LookupError):
+    """What was asked for does not exist (the message names it and how to create it)."""
+
+
+class WarehouseNotFound(NotFound):
+    """A path holds no segmentlake warehouse (``Lake.create`` or a first write makes one)."""
+
+
+class DatasourceNotFound(NotFound):
+    """A warehouse holds no datasource of that name (an ingestion creates it)."""
 
 
 class LockRefused(SegmentLakeError):

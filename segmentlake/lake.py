@@ -36,12 +36,13 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
+from segmentlake.core.names import check_datasource_name, check_name, quote_identifier
 from segmentlake.core.partitions_spec import PartitionsSpec, partitions_spec_from_dict
 from segmentlake.core.retention_rules import Rule
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
-from segmentlake.errors import SpecError
+from segmentlake.errors import DatasourceNotFound, SpecError, WarehouseNotFound
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, run_ingestion
@@ -82,15 +83,28 @@ logger = logging.getLogger(__name__)
 
 def _segment_id(value: SegmentId | DataSegment | str) -> SegmentId:
     if isinstance(value, SegmentId):
-        return value
-    if isinstance(value, DataSegment):
-        return value.id
-    return SegmentId.parse(value)
+        sid = value
+    elif isinstance(value, DataSegment):
+        sid = value.id
+    elif isinstance(value, str):
+        sid = SegmentId.parse(value)
+    else:
+        raise SpecError(
+            f"a segment is a SegmentId, a DataSegment or an id string, got {type(value).__name__}"
+        )
+    check_datasource_name(sid.datasource)
+    return sid
 
 
 class Lake:
-    """Open (creating on first use) the warehouse at ``warehouse``: any path Spark and Delta
-    can write — a local directory, DBFS, an object store prefix.
+    """The warehouse at ``warehouse``: any path Spark and Delta can write — a local directory,
+    DBFS, an object store prefix.
+
+    Opening writes nothing. Where no warehouse exists yet, the first write (an ingestion, a
+    lock, a rule) creates it, while reads raise :class:`WarehouseNotFound` naming the path;
+    ``create=False`` (or :meth:`open`) raises at once instead, and :meth:`create` creates it
+    now. Datasource names follow one rule (:mod:`segmentlake.core.names`), checked by every
+    method; an unknown datasource is a :class:`DatasourceNotFound`.
 
     ``lease_seconds`` is how long a task lock lives without a heartbeat: a crashed task blocks
     others for at most that long.
@@ -101,17 +115,71 @@ class Lake:
         spark: SparkSession,
         warehouse: str,
         *,
+        create: bool = True,
         lease_seconds: float = 60.0,
         retry: RetryPolicy | None = None,
     ) -> None:
-        if not warehouse:
-            raise SpecError("warehouse must be a non-empty path")
+        if not isinstance(warehouse, str) or not warehouse.strip():
+            raise SpecError(f"warehouse must be a non-empty path, got {warehouse!r}")
+        if not isinstance(lease_seconds, int | float) or not 0 < lease_seconds < math.inf:
+            raise SpecError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
         self.spark = spark
         self.warehouse = _qualified(warehouse)
+        _check_not_inside_a_table(self.warehouse)
         self.metadata = MetadataStore(spark, self.warehouse)
+        if not create:
+            self._require_warehouse()
         self.lockbox = Lockbox(
             self.metadata, lease_ms=int(lease_seconds * 1000), retry=retry or RetryPolicy()
         )
+
+    @classmethod
+    def open(cls, spark: SparkSession, warehouse: str, **options: Any) -> Lake:
+        """The existing warehouse at ``warehouse``; :class:`WarehouseNotFound` if there is none
+        (a typo in the path must not silently start a new, empty warehouse)."""
+        return cls(spark, warehouse, create=False, **options)
+
+    @classmethod
+    def create(cls, spark: SparkSession, warehouse: str, **options: Any) -> Lake:
+        """Create the warehouse at ``warehouse`` now (its metadata table) and open it; an
+        existing warehouse is opened as it is.
+
+        >>> lake = Lake.create(spark, "/data/warehouse")  # doctest: +SKIP
+        """
+        lake = cls(spark, warehouse, create=True, **options)
+        lake.metadata.create()
+        return lake
+
+    def exists(self) -> bool:
+        """Whether a warehouse exists at this path (False until :meth:`create` or a write)."""
+        return self.metadata.exists()
+
+    def datasources(self) -> list[str]:
+        """The names of the warehouse's datasources, sorted."""
+        self._require_warehouse()
+        return _user_datasources(self.metadata.datasources())
+
+    def _require_warehouse(self) -> None:
+        if not self.metadata.exists():
+            raise WarehouseNotFound(
+                f"no segmentlake warehouse at {self.warehouse} (no metadata table at "
+                f"{self.metadata.path}); check the path, or create one with "
+                "Lake.create(spark, path) or a first lake.append / lake.overwrite"
+            )
+
+    def _require_datasource(self, datasource: str) -> str:
+        """``datasource`` if the warehouse has it, else :class:`DatasourceNotFound`."""
+        check_datasource_name(datasource)
+        self._require_warehouse()
+        known = _user_datasources(self.metadata.datasources())
+        if datasource not in known:
+            shown = ", ".join(repr(d) for d in known[:10]) or "none"
+            raise DatasourceNotFound(
+                f"no datasource {datasource!r} in warehouse {self.warehouse} (it has: {shown}"
+                f"{', ...' if len(known) > 10 else ''}); ingest it first with lake.append or "
+                "lake.overwrite"
+            )
+        return datasource
 
     # -- segments ----------------------------------------------------------------------------
 
@@ -120,12 +188,13 @@ class Lake:
     ) -> list[DataSegment]:
         """Every used segment of ``datasource`` (overlapping ``interval`` if given), visible or
         not, ordered by interval, version and partition number."""
-        segments = self._used_segments(datasource, interval)
+        segments = self._used_segments(self._require_datasource(datasource), interval)
         segments.sort(key=lambda s: (s.interval.key, s.version, s.shard_spec.partition_num))
         return segments
 
     def timeline(self, datasource: str) -> VersionedIntervalTimeline:
         """The visible timeline of ``datasource``, built from its used segments."""
+        datasource = self._require_datasource(datasource)
         return VersionedIntervalTimeline(self._used_segments(datasource))  # order is irrelevant
 
     def _used_segments(
@@ -190,7 +259,7 @@ class Lake:
         return LockRequest(
             group_id,
             task_id or group_id,
-            datasource,
+            check_datasource_name(datasource),
             _interval(interval),
             LockType(lock_type),
             LockGranularity(granularity),
@@ -222,16 +291,20 @@ class Lake:
 
     def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
         """Renew the group's leases; returns the locks still held."""
-        return self.lockbox.heartbeat(datasource, group_id)
+        return self.lockbox.heartbeat(check_datasource_name(datasource), group_id)
 
     def release_locks(
         self, datasource: str, group_id: str, *, interval: Interval | str | None = None
     ) -> int:
         return self.lockbox.release(
-            datasource, group_id, interval=None if interval is None else _interval(interval)
+            check_datasource_name(datasource),
+            group_id,
+            interval=None if interval is None else _interval(interval),
         )
 
     def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
+        """The datasource's live locks (and expired ones with ``include_expired``)."""
+        datasource = self._require_datasource(datasource)
         return self.lockbox.locks(datasource, include_expired=include_expired)
 
     # -- allocation and publish ---------------------------------------------------------------
@@ -249,7 +322,7 @@ class Lake:
         """Allocate segment ids with their segment locks in one commit (see allocation)."""
         return allocate(
             self.lockbox,
-            datasource,
+            check_datasource_name(datasource),
             requests,
             group_id=group_id,
             task_id=task_id or group_id,
@@ -267,7 +340,11 @@ class Lake:
     ) -> PublishResult:
         """Publish segments under the group's locks in one commit (all or nothing)."""
         return publish(
-            self.lockbox, datasource, segments, group_id=group_id, release_locks=release_locks
+            self.lockbox,
+            check_datasource_name(datasource),
+            segments,
+            group_id=group_id,
+            release_locks=release_locks,
         )
 
     # -- ingestion ---------------------------------------------------------------------------
@@ -326,8 +403,10 @@ class Lake:
         priority: int,
         lock_timeout_s: float,
     ) -> TaskReport:
+        check_datasource_name(datasource)
         if not isinstance(spec, IngestionSpec):
             spec = IngestionSpec.from_dict(spec)
+        self.metadata.create()  # a first ingestion creates the warehouse before it writes
         return run_ingestion(
             IngestTarget(self.spark, self.warehouse, self.lockbox),
             df,
@@ -376,6 +455,7 @@ class Lake:
         >>> lake.compact("wiki", "2024-01-01/P7D", mode="major", segment_granularity="DAY")
         ... # doctest: +SKIP
         """
+        datasource = self._require_datasource(datasource)
         target = IngestTarget(self.spark, self.warehouse, self.lockbox)
         span = None if interval is None else _interval(interval)
         if mode == "major":
@@ -425,11 +505,11 @@ class Lake:
         ...     "selectors": [{"type": "fingerprint", "maxRowsPerSegment": 1000000}]})
         ... # doctest: +SKIP
         """
-        return set_config(self.metadata, datasource, config)
+        return set_config(self.metadata, check_datasource_name(datasource), config)
 
     def compaction_config(self, datasource: str) -> CompactionConfig:
         """``datasource``'s compaction config (the default one if none was set)."""
-        return read_config(self.metadata, datasource)
+        return read_config(self.metadata, self._require_datasource(datasource))
 
     def compaction_manager(
         self,
@@ -440,6 +520,8 @@ class Lake:
         """A compaction manager of this warehouse (every datasource unless ``datasources``);
         ``manager.run(compactors=2)`` runs it, ``manager.run(once=True)`` runs one pass and
         drains its jobs."""
+        if datasources is not None:
+            datasources = [check_datasource_name(d) for d in datasources]
         target = IngestTarget(self.spark, self.warehouse, self.lockbox)
         return CompactionManager(target, datasources=datasources, queue_size=queue_size)
 
@@ -458,7 +540,7 @@ class Lake:
         work; :meth:`user_compaction` tells how far it got."""
         return request_user_compaction(
             self.metadata,
-            datasource,
+            self._require_datasource(datasource),
             _interval(interval),
             max_rows_per_segment=max_rows_per_segment,
             max_segments_per_job=max_segments_per_job,
@@ -468,7 +550,7 @@ class Lake:
 
     def user_compaction(self, datasource: str, compaction_id: str) -> UserCompaction:
         """The user compaction ``compaction_id`` as the metadata has it now."""
-        for user in user_compactions(self.metadata, datasource):
+        for user in user_compactions(self.metadata, self._require_datasource(datasource)):
             if user.compaction_id == compaction_id:
                 return user
         raise SpecError(f"no user compaction {compaction_id!r} in datasource {datasource!r}")
@@ -476,10 +558,11 @@ class Lake:
     def compaction_status(self, datasource: str) -> CompactionStatus:
         """``datasource``'s holds and selections, running jobs, user compactions and the jobs
         live managers have queued."""
-        return compaction_status(self.metadata, datasource)
+        return compaction_status(self.metadata, self._require_datasource(datasource))
 
     def tasks(self, datasource: str) -> list[TaskReport]:
         """The reports of ``datasource``'s recorded tasks, oldest first."""
+        datasource = self._require_datasource(datasource)
         return [TaskReport.from_json(r) for r in task_reports(self.metadata, datasource)]
 
     # -- retention rules, volumes and the coordinator -----------------------------------------
@@ -503,7 +586,7 @@ class Lake:
         """
         return set_rules(
             self.metadata,
-            datasource,
+            _rules_name(datasource),
             rules,
             author=author,
             comment=comment,
@@ -512,10 +595,14 @@ class Lake:
 
     def rules(self, datasource: str) -> tuple[Rule, ...]:
         """``datasource``'s own rule chain (``()`` if none; ``"_default"``: the default chain)."""
+        datasource = _rules_name(datasource)
+        self._require_warehouse()
         return rules_of(self.metadata, datasource)
 
     def rule_history(self, datasource: str | None = None) -> list[RuleAudit]:
         """Every change of the rules (of ``datasource``), newest first."""
+        datasource = None if datasource is None else _rules_name(datasource)
+        self._require_warehouse()
         return rule_history(self.metadata, datasource)
 
     def add_volume(
@@ -535,6 +622,10 @@ class Lake:
         >>> lake.add_volume("nvme-1", tier="hot", path="/mnt/nvme1/sl", capacity_bytes=10**12)
         ... # doctest: +SKIP
         """
+        check_name(name, what="volume")
+        check_name(tier, what="tier")
+        if not isinstance(path, str) or not path.strip():
+            raise SpecError(f"volume {name!r} needs a non-empty path, got {path!r}")
         volume = Volume(name, tier, _qualified(path), capacity_bytes, priority=priority)
         prepare_volume(self.spark, volume)
         return add_volume(self.metadata, volume, policy=self.lockbox.retry)
@@ -542,20 +633,23 @@ class Lake:
     def remove_volume(self, name: str) -> bool:
         """Deregister volume ``name`` (its data stays where it is); its copies are forgotten by
         the next coordinator run and re-replicated elsewhere. False if there was none."""
+        check_name(name, what="volume")
         return remove_volume(self.metadata, name, policy=self.lockbox.retry)
 
     def decommission_volume(self, name: str, *, decommissioning: bool = True) -> Volume:
         """Start (or stop) decommissioning volume ``name``: runs move its copies to the other
         volumes of its tier, never letting a segment's replicas drop below its rule."""
+        check_name(name, what="volume")
         return set_decommissioning(self.metadata, name, decommissioning, policy=self.lockbox.retry)
 
     def volumes(self) -> tuple[Volume, ...]:
         """Every registered volume."""
+        self._require_warehouse()
         return volumes(self.metadata)
 
     def segment_copies(self, datasource: str) -> list[SegmentCopy]:
         """Every copy of ``datasource``'s segments on volumes, in any state."""
-        return copies_of(self.metadata, datasource)
+        return copies_of(self.metadata, self._require_datasource(datasource))
 
     def set_coordinator_config(
         self, config: CoordinatorConfig | Mapping[str, Any]
@@ -565,6 +659,8 @@ class Lake:
         return set_coordinator_config(self.metadata, config, policy=self.lockbox.retry)
 
     def coordinator_config(self) -> CoordinatorConfig:
+        """The coordinator's dynamic config (defaults where none was set)."""
+        self._require_warehouse()
         return coordinator_config(self.metadata)
 
     def coordinator(
@@ -573,6 +669,8 @@ class Lake:
         """The coordinator of this warehouse's tiers: ``coordinator.run_once()`` applies the
         rules (retention included), plans loads, drops, moves and balancing, commits them and
         carries them out; ``coordinator.run(interval_s=60)`` keeps doing so."""
+        if datasources is not None:
+            datasources = [check_datasource_name(d) for d in datasources]
         return Coordinator(
             self.spark,
             self.warehouse,
@@ -603,11 +701,11 @@ class Lake:
 
         >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
         """
-        path = datasource_path(self.warehouse, datasource)
+        path = datasource_path(self.warehouse, self._require_datasource(datasource))
         if DeltaLogClient(self.spark, path).version() < 0:
-            raise SpecError(
-                f"datasource {datasource!r} has no data in {self.warehouse}; ingest it first "
-                "with lake.append or lake.overwrite"
+            raise DatasourceNotFound(
+                f"datasource {datasource!r} has no data in {self.warehouse} yet; ingest it "
+                "first with lake.append or lake.overwrite"
             )
         tier = tier or self.spark.conf.get(TIER_CONF, None) or None
         sources = (
@@ -626,9 +724,12 @@ class Lake:
     def register_view(self, datasource: str, name: str | None = None) -> str:
         """Register the visible rows of ``datasource`` as the temp view ``name`` (default:
         the datasource's name) for ``spark.sql``; returns the name. The view shows the
-        timeline as of this call: call again after new publishes."""
-        view = name or datasource
-        self.read(datasource).createOrReplaceTempView(view)
+        timeline as of this call: call again after new publishes. Names that are not plain
+        SQL identifiers (``wiki-edits``) are quoted in SQL: ``SELECT * FROM `wiki-edits```."""
+        view = check_datasource_name(datasource) if name is None else name
+        if not isinstance(view, str) or not view:
+            raise SpecError(f"a view name must be a non-empty string, got {view!r}")
+        self.read(datasource).createOrReplaceTempView(quote_identifier(view))
         return view
 
     # -- cleanup and kill --------------------------------------------------------------------
@@ -644,6 +745,7 @@ class Lake:
         >>> len(lake.mark_overshadowed_unused("wiki"))  # doctest: +SKIP
         2
         """
+        datasource = self._require_datasource(datasource)
         return mark_overshadowed_unused(self.metadata, datasource, policy=self.lockbox.retry)
 
     def kill(
@@ -671,7 +773,7 @@ class Lake:
             self.spark,
             self.warehouse,
             self.metadata,
-            datasource,
+            self._require_datasource(datasource),
             older_than_ms=_duration_ms(older_than),
             interval=None if interval is None else _interval(interval),
             vacuum_retention_hours=vacuum_retention_hours,
@@ -684,6 +786,7 @@ class Lake:
     def register_system_views(self, *, prefix: str = "segmentlake_") -> list[str]:
         """Register ``<prefix>segments``, ``locks``, ``pending_segments``, ``tasks`` as temp
         views over the metadata (Druid's ``sys`` tables); returns their names."""
+        self._require_warehouse()
         return register_system_views(self.spark, self.metadata, prefix=prefix)
 
     def __repr__(self) -> str:
@@ -696,6 +799,31 @@ def _qualified(warehouse: str) -> str:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", warehouse):
         return warehouse.rstrip("/")
     return os.path.abspath(warehouse)
+
+
+def _check_not_inside_a_table(warehouse: str) -> None:
+    """Refuse a local path that is a Delta table (a datasource's, say): a warehouse there
+    would put its metadata and datasources inside another table's directory."""
+    local = warehouse.removeprefix("file:")
+    if "://" in warehouse or not local.startswith("/"):
+        return  # remote stores: checking costs a round trip; Delta refuses nested writes later
+    if os.path.isdir(os.path.join(local, "_delta_log")):
+        raise SpecError(
+            f"{warehouse} is a Delta table, not a warehouse; a warehouse is the directory "
+            "that holds _segmentlake/ and one directory per datasource"
+        )
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise SpecError(f"warehouse {warehouse} is a file; a warehouse is a directory")
+
+
+def _user_datasources(partitions: Iterable[str]) -> list[str]:
+    """The metadata partitions that are datasources (segmentlake's own start with '_')."""
+    return sorted(p for p in partitions if not p.startswith("_"))
+
+
+def _rules_name(datasource: str) -> str:
+    """A datasource name, or ``_default`` (the chain every datasource falls back to)."""
+    return datasource if datasource == "_default" else check_datasource_name(datasource)
 
 
 def _granularity(value: Granularity | str | None) -> Granularity | None:

@@ -147,11 +147,17 @@ def _run(args: argparse.Namespace) -> int:
     from segmentlake.lake import Lake
     from segmentlake.spark.session import spark_session
 
-    # A bad spec or missing input fails before Spark starts (seconds).
+    # A bad name, spec or option or a missing input fails before Spark starts (seconds).
+    _check_names(args)
     task = _load_task(args.spec) if args.command == "ingest" else None
     older_than = _kill_options(args) if args.command == "kill" else None
+    if getattr(args, "interval", None) is not None and args.command != "kill":
+        from segmentlake.core.interval import Interval
+
+        Interval.parse(args.interval)
     spark = spark_session(app_name=f"segmentlake {args.command}")
-    lake = Lake(spark, args.warehouse)
+    # Read-only commands open the warehouse (a typo'd path is an error, never a new warehouse).
+    lake = Lake(spark, args.warehouse, create=not _read_only(args))
     if task is not None:
         return _ingest(lake, task, args.task_id)
     if args.command == "quickstart":
@@ -179,6 +185,38 @@ def _run(args: argparse.Namespace) -> int:
     else:
         inspect.print_timeline(lake, args.datasource, args.interval)
     return 0
+
+
+_READ_ONLY = frozenset({"segments", "locks", "timeline", "tasks", "compaction-status"})
+
+
+def _read_only(args: argparse.Namespace) -> bool:
+    """Whether the command only reads (so it must find a warehouse, and writes nothing)."""
+    if args.command in _READ_ONLY:
+        return True
+    if args.command in ("compaction-config", "coordinator-config"):
+        return args.set is None
+    if args.command == "rules":
+        return args.set is None
+    return args.command == "volume" and args.action == "list"
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """Every name on the command line follows segmentlake's name rule."""
+    from segmentlake.core.names import check_datasource_name, check_name
+
+    if not args.warehouse or not str(args.warehouse).strip():
+        raise SpecError("--warehouse must be a non-empty path")
+    datasource = getattr(args, "datasource", None)
+    if isinstance(datasource, str) and not (args.command == "rules" and datasource == "_default"):
+        check_datasource_name(datasource)
+    elif isinstance(datasource, list):  # coordinator --datasource, repeatable
+        for name in datasource:
+            check_datasource_name(name)
+    if args.command == "volume" and args.action != "list":
+        check_name(args.name, what="volume")
+        if args.action == "add":
+            check_name(args.tier, what="tier")
 
 
 def _compact(lake: Lake, args: argparse.Namespace) -> int:

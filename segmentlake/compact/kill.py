@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.interval import Interval
+from segmentlake.core.names import sql_path
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.errors import SpecError, first_line
 from segmentlake.ingest.datasource_table import datasource_path
@@ -471,6 +472,6 @@ def _retention_refused(
         f"Delta's retention check (the table's {_RETENTION_PROPERTY} is {value!r}){delta_says}. "
         f"Pass vacuum_retention_hours >= {at_least} (or None for the table's retention), or, "
         f"if no write to the table can run longer than that, lower the table's retention "
-        f"first: ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES "
+        f"first: ALTER TABLE {sql_path(log.path)} SET TBLPROPERTIES "
         f"('{_RETENTION_PROPERTY}' = 'interval 24 hours')"
     )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
+from segmentlake.core.names import sql_path
 from segmentlake.core.storage_tiers import Volume
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.visible_rows import SEGMENT_KEY_COLUMN, key_in, sql_string
@@ -98,4 +99,4 @@ def drop_rows(spark: SparkSession, volume: Volume, datasource: str, keys: Sequen
     if not keys or DeltaLogClient(spark, path).version() < 0:
         return
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
-    spark.sql(f"DELETE FROM delta.`{path}` WHERE {predicate}")
+    spark.sql(f"DELETE FROM {sql_path(path)} WHERE {predicate}")

@@ -38,6 +38,7 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
+from segmentlake.core.names import check_datasource_name
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
@@ -188,6 +189,7 @@ def run_ingestion(
     the module). A compaction (``mode="compact"``, with ``replacing``) already holds its
     locks under ``task_id``; its segments replace whole chunks and leave no tombstones."""
     _check_request(datasource, spec, mode, interval)
+    _check_options(df, priority, lock_timeout_s)
     if (mode == "compact") != (replacing is not None):
         raise SpecError("a compaction run, and only it, comes with what it replaces")
     if task_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", task_id):
@@ -359,17 +361,25 @@ def _split(
     return {k: w for k, w in written.items() if k not in parts} | again
 
 
+def _check_options(df: object, priority: object, lock_timeout_s: object) -> None:
+    if not isinstance(df, DataFrame):
+        raise SpecError(f"rows must be a Spark DataFrame, got {type(df).__name__}")
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise SpecError(f"priority must be an integer (higher wins), got {priority!r}")
+    if (
+        not isinstance(lock_timeout_s, int | float)
+        or isinstance(lock_timeout_s, bool)
+        or not 0 <= lock_timeout_s < math.inf
+    ):
+        raise SpecError(
+            f"lock_timeout_s must be a non-negative number of seconds, got {lock_timeout_s!r}"
+        )
+
+
 def _check_request(
     datasource: str, spec: IngestionSpec, mode: str, interval: Interval | None
 ) -> None:
-    if not isinstance(datasource, str) or not datasource or datasource.startswith("_"):
-        raise SpecError(
-            f"datasource must be a non-empty name not starting with '_', got {datasource!r}"
-        )
-    if any(c in datasource for c in "/\\:") or datasource != datasource.strip():
-        raise SpecError(
-            f"datasource {datasource!r} must not contain '/', '\\\\', ':' or edge spaces"
-        )
+    check_datasource_name(datasource)
     if not isinstance(spec, IngestionSpec):
         raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
     if mode not in ("append", "overwrite", "compact"):

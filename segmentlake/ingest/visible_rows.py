@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from segmentlake.core.filter_domain import Domain, could_contain
 from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.names import sql_string
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
@@ -132,11 +133,6 @@ def key_in(keys: Sequence[str]) -> Column:
     if not keys:
         return F.lit(False)
     return F.expr(f"`{SEGMENT_KEY_COLUMN}` IN ({','.join(map(sql_string, keys))})")
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def within(start: int, end: int) -> Column:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from segmentlake.core.names import sql_path
 from segmentlake.errors import MetadataVersionError, SpecError
 from segmentlake.metadata.deltalog import DeltaLogClient, LoggedFile, safe_name
 from segmentlake.metadata.records import FILE_SCHEMA, SCHEMA_DDL, Row
@@ -87,13 +88,16 @@ class PartitionState:
 
 
 class MetadataStore:
-    """The metadata table at ``<warehouse>/_segmentlake/metadata`` (created on first use)."""
+    """The metadata table at ``<warehouse>/_segmentlake/metadata``. Opening writes nothing:
+    the table is created by :meth:`create` or by the first commit."""
 
     def __init__(self, spark: SparkSession, warehouse: str) -> None:
         self.spark = spark
         self.path = warehouse.rstrip("/") + "/_segmentlake/metadata"
         self._client = DeltaLogClient(spark, self.path)
-        self._ensure_table()
+        self._created = self.exists()
+        if self._created:
+            self._check_version()
         self.turns = Turns(spark, warehouse.rstrip("/") + "/_segmentlake/turns")
         self._lock = threading.RLock()
         self._version = -1
@@ -103,17 +107,25 @@ class MetadataStore:
 
     # -- table lifecycle ---------------------------------------------------------------------
 
-    def _ensure_table(self) -> None:
+    def exists(self) -> bool:
+        """Whether the table has been created (its version 0 is committed)."""
+        return self._exists()
+
+    def create(self) -> None:
+        """Create the table unless it exists (another driver may be creating it too)."""
+        if self._created:
+            return
         if not self._exists():
             self._create_table()
         self._check_version()
+        self._created = True
 
     def _create_table(self) -> None:
         # Properties a platform might default differently (Databricks turns deletion vectors
         # on) are pinned: the store writes plain files.
         try:
             self.spark.sql(
-                f"CREATE TABLE IF NOT EXISTS delta.`{self.path}` ({SCHEMA_DDL}) USING delta "
+                f"CREATE TABLE IF NOT EXISTS {sql_path(self.path)} ({SCHEMA_DDL}) USING delta "
                 f"PARTITIONED BY ({PARTITION_COLUMN}) TBLPROPERTIES ("
                 f"'{_VERSION_PROPERTY}' = '{METADATA_VERSION}', "
                 "'delta.autoOptimize.autoCompact' = 'false', "

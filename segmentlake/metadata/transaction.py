@@ -104,6 +104,7 @@ def transact(
     """Read ``datasource``'s state (rows matching ``condition``), ``decide``, commit; retry on
     a lost race. Raises :class:`CommitConflict` once the retries are spent."""
     policy = policy or RetryPolicy()
+    store.create()  # the first write creates the warehouse's metadata table
     started = time.monotonic()
     commit_id = f"{operation}:{uuid.uuid4()}"
     losses = 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from segmentlake.core.names import quote_identifier, sql_path
 from segmentlake.metadata.compaction_records import RUNNING, SELECTION, USER
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, TASK
 from segmentlake.metadata.store import MetadataStore
@@ -30,20 +31,20 @@ _VIEWS = {
                get_json_object(payload, '$.lastCompactionState') AS last_compaction_state,
                get_json_object(payload, '$.loadSpec') AS load_spec,
                {_TS.format(col="updated_ms")} AS used_status_last_updated
-        FROM delta.`{{path}}` WHERE kind = '{SEGMENT}'""",
+        FROM {{table}} WHERE kind = '{SEGMENT}'""",
     "locks": f"""
         SELECT id AS lock_id, datasource, group_id, task_id, lock_type,
                lock_granularity AS granularity, priority,
                {_TS.format(col="start_ms")} AS start, {_TS.format(col="end_ms")} AS `end`,
                version, partition_num, revoked, {_TS.format(col="expires_ms")} AS expires,
                (NOT revoked AND expires_ms > unix_millis(current_timestamp())) AS live
-        FROM delta.`{{path}}` WHERE kind = '{LOCK}'""",
+        FROM {{table}} WHERE kind = '{LOCK}'""",
     "pending_segments": f"""
         SELECT payload AS segment_id, datasource, sequence_name, previous_id AS
                sequence_prev_id, group_id, {_TS.format(col="start_ms")} AS start,
                {_TS.format(col="end_ms")} AS `end`, version, partition_num,
                {_TS.format(col="updated_ms")} AS created
-        FROM delta.`{{path}}` WHERE kind = '{PENDING}'""",
+        FROM {{table}} WHERE kind = '{PENDING}'""",
     "tasks": f"""
         SELECT id AS task_id, datasource, group_id, get_json_object(payload, '$.type') AS type,
                get_json_object(payload, '$.status') AS status,
@@ -54,7 +55,7 @@ _VIEWS = {
                payload AS report
         FROM (SELECT *, from_json(get_json_object(payload, '$.phase_metrics'),
                                   'map<string, map<string, bigint>>') AS phase_metrics
-              FROM delta.`{{path}}` WHERE kind = '{TASK}')""",
+              FROM {{table}} WHERE kind = '{TASK}')""",
     # The compaction manager's picture: holds, selections, running and queued jobs (as live
     # managers last reported them), user compactions. One row each.
     "compaction": f"""
@@ -66,7 +67,7 @@ _VIEWS = {
                                        'array<string>')) AS segments,
                CAST(NULL AS STRING) AS compactor, CAST(NULL AS TIMESTAMP) AS expires,
                get_json_object(payload, '$.state') AS status
-        FROM delta.`{{path}}` WHERE kind = '{SELECTION}'
+        FROM {{table}} WHERE kind = '{SELECTION}'
         UNION ALL
         SELECT datasource, 'running', id, get_json_object(payload, '$.job.kind'),
                get_json_object(payload, '$.job.owner'),
@@ -74,13 +75,13 @@ _VIEWS = {
                size(from_json(get_json_object(payload, '$.job.segments'), 'array<string>')),
                get_json_object(payload, '$.compactor'), {_TS.format(col="expires_ms")},
                IF(expires_ms > unix_millis(current_timestamp()), 'live', 'expired')
-        FROM delta.`{{path}}` WHERE kind = '{RUNNING}'
+        FROM {{table}} WHERE kind = '{RUNNING}'
         UNION ALL
         SELECT datasource, 'user', id, 'user', id,
                {_TS.format(col="start_ms")}, {_TS.format(col="end_ms")}, NULL,
                size(from_json(get_json_object(payload, '$.chunks'), 'array<string>')),
                NULL, NULL, get_json_object(payload, '$.status')
-        FROM delta.`{{path}}` WHERE kind = '{USER}'
+        FROM {{table}} WHERE kind = '{USER}'
         UNION ALL
         SELECT job.datasource, 'queued', job.jobId, job.kind, job.owner,
                CAST(timestamp_millis(job.start) AS TIMESTAMP),
@@ -91,7 +92,7 @@ _VIEWS = {
                        'array<struct<jobId: string, datasource: string, start: bigint,
                         `end`: bigint, version: string, kind: string, owner: string,
                         segments: array<string>>>')) AS job
-              FROM delta.`{{path}}`
+              FROM {{table}}
               WHERE kind = 'compaction_manager'
                 AND expires_ms > unix_millis(current_timestamp()))""",
     # Retention rules (stored chains; a never-set default chain is Druid's loadForever) and
@@ -102,7 +103,7 @@ _VIEWS = {
                get_json_object(get_json_object(payload, concat('$[', pos, ']')), '$.type')
                  AS type
         FROM (SELECT *, explode(sequence(0, json_array_length(payload) - 1)) AS pos
-              FROM delta.`{path}`
+              FROM {table}
               WHERE kind = 'rule_chain' AND json_array_length(payload) > 0)""",
     "rule_history": f"""
         SELECT get_json_object(payload, '$.datasource') AS datasource, seq AS revision,
@@ -111,7 +112,7 @@ _VIEWS = {
                {_TS.format(col="updated_ms")} AS changed,
                get_json_object(payload, '$.old') AS old_rules,
                get_json_object(payload, '$.new') AS new_rules
-        FROM delta.`{{path}}` WHERE kind = 'rule_audit'""",
+        FROM {{table}} WHERE kind = 'rule_audit'""",
     # Volumes with what is loaded on them, and every copy of a segment on a volume.
     "volumes": """
         SELECT v.id AS volume, get_json_object(v.payload, '$.tier') AS tier,
@@ -121,9 +122,9 @@ _VIEWS = {
                  AS decommissioning,
                CAST(get_json_object(v.payload, '$.priority') AS INT) AS priority,
                coalesce(c.segments, 0) AS segments, coalesce(c.used, 0) AS used
-        FROM (SELECT * FROM delta.`{path}` WHERE kind = 'volume') v
+        FROM (SELECT * FROM {table} WHERE kind = 'volume') v
         LEFT JOIN (SELECT group_id, count(*) AS segments, sum(size_bytes) AS used
-                   FROM delta.`{path}`
+                   FROM {table}
                    WHERE kind = 'segment_copy' AND sequence_name = 'LOADED'
                    GROUP BY group_id) c
         ON c.group_id = v.id""",
@@ -134,7 +135,7 @@ _VIEWS = {
                get_json_object(payload, '$.moveFrom') AS move_from,
                {_TS.format(col="start_ms")} AS start, {_TS.format(col="end_ms")} AS `end`,
                size_bytes AS size, seq AS table_version, {_TS.format(col="updated_ms")} AS updated
-        FROM delta.`{{path}}` WHERE kind = 'segment_copy'""",
+        FROM {{table}} WHERE kind = 'segment_copy'""",
 }
 
 
@@ -148,6 +149,7 @@ def register_system_views(
     names = []
     for suffix, sql in _VIEWS.items():
         name = f"{prefix}{suffix}"
-        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {sql.format(path=store.path)}")
+        query = sql.format(table=sql_path(store.path))
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW {quote_identifier(name)} AS {query}")
         names.append(name)
     return names
