@@ -14,11 +14,21 @@ Run from the repository root (a local warehouse under /tmp is created and remove
   ignored (every selector runs on every chunk, as a manager without them must; same view
   cache): ratio = plain / idle. Then ``--busy`` (1,000) chunks get a second segment and a
   pass plans their jobs (timed).
-* **drain**: ``--jobs`` (3,000) HOUR chunks of two real 5-row segments each (one append), a
-  ratio planner with ratio 1, and ``--compactors`` (3) local compactors of one manager draining
-  the backlog: jobs/minute, commit retries, refused and failed jobs. The plain way is Delta's
-  ``OPTIMIZE`` of the same table (bin-packing every segment's small files), timed after;
-  ratio = manager / OPTIMIZE.
+* **drain**: ``--jobs`` (3,000) HOUR chunks of 10 rows each, 2-3 real segments of at most 5
+  rows per chunk (one append), a ratio planner with ratio 1, and ``--compactors`` (3) local
+  compactors of one manager draining the backlog: jobs/minute, rows compacted/minute, commit
+  retries, refused and failed jobs. Two plain ways are timed after the drain:
+
+  - the old one, Delta's ``OPTIMIZE`` of the datasource table itself. That table is
+    partitioned by ``__segment``, one partition per segment, so OPTIMIZE finds next to
+    nothing to merge: kept for comparison with earlier runs (``ratio_manager_over_optimize``
+    = drain seconds / OPTIMIZE seconds), not a fair baseline;
+  - the fair one: the same rows (the visible segments' rows before the drain) in a plain
+    Delta table partitioned by a ``day`` DATE column, written right after the append with one
+    file per segment, so each day holds as many small files as the datasource has segments
+    that day. ``OPTIMIZE`` bin-packs each day into one file; its files before/after and the
+    rows it rewrote (from its commit's add actions) prove it did the work. Ratio = manager
+    rows compacted per minute / OPTIMIZE rows rewritten per minute.
 """
 
 from __future__ import annotations
@@ -27,10 +37,14 @@ import argparse
 import json
 import logging
 import shutil
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from segmentlake import Lake
 from segmentlake.compact.manager import CompactionManager, PassReport
@@ -139,6 +153,78 @@ def _pass_without_hashes(manager: CompactionManager, lake: Lake, ds: str) -> flo
     return time.monotonic() - started
 
 
+def _num_files(spark: SparkSession, path: str) -> int:
+    return int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["numFiles"])
+
+
+def write_plain_by_day(
+    spark: SparkSession, source: str, target: str, segments: list[DataSegment]
+) -> dict:
+    """The segments' rows in a Delta table partitioned by day, one file per segment."""
+    keys = sorted({s.load_spec["segment"] for s in segments})
+    n = len(keys)
+    # One file per segment needs each segment alone in a task. A hash repartition by segment
+    # would put colliding segments of a day in one task, hence one file. So each segment gets
+    # a number whose hash (the one repartition uses: Murmur3, seed 42) lands in a shuffle
+    # partition of its own; 20 candidates per partition leave one empty with odds e^-20.
+    slots = (
+        spark.range(20 * n)
+        .select("id", F.expr(f"pmod(hash(id), {n})").alias("slot"))
+        .groupBy("slot")
+        .agg(F.min("id").alias("id"))
+        .collect()
+    )
+    by_slot = {row["slot"]: row["id"] for row in slots}
+    if len(by_slot) != n:
+        raise AssertionError(f"found shuffle keys for {len(by_slot)} of {n} partitions")
+    spread = spark.createDataFrame(
+        [(key, by_slot[slot]) for slot, key in enumerate(keys)], "__segment STRING, spread LONG"
+    )
+    rows = spark.read.format("delta").load(source).join(F.broadcast(spread), "__segment")
+    plain = (
+        rows.repartition(n, "spread")
+        .withColumn("day", F.to_date("__time"))  # the session is UTC
+        .drop("__segment", "spread")
+    )
+    plain.write.format("delta").partitionBy("day").save(target)
+    written = spark.read.format("delta").load(target)
+    return {
+        "segments": n,
+        "rows": written.count(),
+        "days": written.select("day").distinct().count(),
+        "files": _num_files(spark, target),
+    }
+
+
+def optimize_plain(spark: SparkSession, path: str) -> dict:
+    """Time ``OPTIMIZE`` of ``path``; files before/after, what its commit removed and added."""
+    files_before = _num_files(spark, path)
+    seconds, _ = timed(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect())
+    files_after = _num_files(spark, path)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
+    if history["operation"] != "OPTIMIZE":
+        raise AssertionError(f"the last commit of {path} is {history['operation']}")
+    log = Path(path) / "_delta_log" / f"{history['version']:020d}.json"
+    added = removed = rows = 0
+    for line in log.read_text().splitlines():
+        action = json.loads(line)
+        if "add" in action:
+            added += 1
+            rows += json.loads(action["add"]["stats"])["numRecords"]
+        elif "remove" in action:
+            removed += 1
+    return {
+        "optimize_s": round(seconds, 1),
+        "files_before": files_before,
+        "files_after": files_after,
+        "files_removed": removed,
+        "files_added": added,
+        "rows_rewritten": rows,
+        "rows_per_minute": round(rows / seconds * 60),
+        "files_per_minute": round(removed / seconds * 60, 1),
+    }
+
+
 def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
     ds = "drain"
     spark = lake.spark
@@ -158,6 +244,17 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
     seconds, _ = timed(lambda: lake.append(df, ds, spec))
     segments = len(lake.used_segments(ds))
     logger.info("appended %d segments in %.1fs", segments, seconds)
+    visible_before = lake.timeline(ds).visible_segments()
+    plain_path = f"{lake.warehouse}/plain_by_day"
+    seconds, plain_table = timed(
+        lambda: write_plain_by_day(spark, f"{lake.warehouse}/{ds}", plain_path, visible_before)
+    )
+    logger.info("wrote the plain table in %.1fs: %s", seconds, plain_table)
+    rows_before = sum(s.num_rows for s in visible_before)
+    if (plain_table["files"], plain_table["rows"]) != (len(visible_before), rows_before):
+        raise AssertionError(
+            f"{len(visible_before)} segments of {rows_before} rows, plain table: {plain_table}"
+        )
     lake.set_compaction_config(ds, CompactionConfig(planner=RatioPlanner(ratio=1.0)))
     target = IngestTarget(spark, lake.warehouse, lake.lockbox)
     manager = CompactionManager(target, datasources=[ds])
@@ -166,11 +263,17 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
     drained = time.monotonic() - started
     left = manager.run_pass()
     plain, _ = timed(lambda: spark.sql(f"OPTIMIZE delta.`{lake.warehouse}/{ds}`").collect())
+    optimized = optimize_plain(spark, plain_path)
     committed = manager.outcomes["committed"]
+    visible_after = lake.timeline(ds).visible_segments()
+    kept = {s.id for s in visible_after}
+    compacted = [s for s in visible_before if s.id not in kept]
+    rows_compacted = sum(s.num_rows for s in compacted)
+    rows_per_minute = rows_compacted / drained * 60
     return {
         "jobs": args.jobs,
         "segments_before": segments,
-        "segments_after": len(lake.timeline(ds).visible_segments()),
+        "segments_after": len(visible_after),
         "compactors": args.compactors,
         "drain_s": round(drained, 1),
         "jobs_committed": committed,
@@ -181,7 +284,48 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
         "jobs_left_after": left.planned,
         "plain_optimize_s": round(plain, 1),
         "ratio_manager_over_optimize": round(drained / plain, 2),
+        "rows_before": rows_before,
+        "rows_compacted": rows_compacted,
+        "rows_per_minute": round(rows_per_minute),
+        # With 10 rows per chunk both sides are bound by per-file costs, not by rows.
+        "segments_compacted": len(compacted),
+        "segments_per_minute": round(len(compacted) / drained * 60, 1),
+        "fair_baseline": {
+            "table": "the same rows, partitioned by day, one file per segment",
+            **plain_table,
+            **optimized,
+            "ratio_manager_rows_per_min_over_optimize": round(
+                rows_per_minute / optimized["rows_per_minute"], 4
+            ),
+            "ratio_optimize_rows_per_min_over_manager": round(
+                optimized["rows_per_minute"] / rows_per_minute, 1
+            ),
+        },
     }
+
+
+def drain_summary(result: dict, command: str) -> str:
+    fair = result["fair_baseline"]
+    return "\n".join(
+        [
+            f"$ {command}",
+            f"manager drain, {result['compactors']} compactors: {result['jobs_committed']} jobs in "
+            f"{result['drain_s']} s = {result['jobs_per_minute']} jobs/min, "
+            f"{result['rows_compacted']:,} rows = {result['rows_per_minute']:,} rows/min "
+            f"({result['segments_before']} -> {result['segments_after']} segments, "
+            f"{result['commit_retries']} commit retries, {result['refused']} refused, "
+            f"{result['failed']} failed)",
+            f"OPTIMIZE of the same rows partitioned by day: {fair['files_before']} -> "
+            f"{fair['files_after']} files over {fair['days']} days in {fair['optimize_s']} s, "
+            f"{fair['rows_rewritten']:,} rows = {fair['rows_per_minute']:,} rows/min",
+            f"ratio manager / OPTIMIZE, rows per minute: "
+            f"{fair['ratio_manager_rows_per_min_over_optimize']} (OPTIMIZE "
+            f"{fair['ratio_optimize_rows_per_min_over_manager']}x faster)",
+            f"(old baseline, OPTIMIZE of the datasource table partitioned by segment: "
+            f"{result['plain_optimize_s']} s, drain / OPTIMIZE seconds = "
+            f"{result['ratio_manager_over_optimize']})",
+        ]
+    )
 
 
 def main() -> None:
@@ -205,8 +349,15 @@ def main() -> None:
             extra_conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
         )
         lake = Lake(spark, str(warehouse))
-        result = bench_pass(lake, args) if args.which == "pass" else bench_drain(lake, args)
-        print(json.dumps(result, indent=2))
+        command = " ".join([".venv/bin/python", "bench/compaction_manager.py", *sys.argv[1:]])
+        if args.which == "pass":
+            result = {"command": command, **bench_pass(lake, args)}
+            print(json.dumps(result, indent=2))
+        else:
+            result = {"command": command, **bench_drain(lake, args)}
+            print(json.dumps(result, indent=2))
+            print()
+            print(drain_summary(result, command))
     finally:
         shutil.rmtree(warehouse, ignore_errors=True)
 

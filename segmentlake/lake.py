@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 
 from segmentlake.compact.control import (
     CompactionStatus,
+    check_user_compaction_options,
     compaction_status,
     read_config,
     request_user_compaction,
@@ -538,10 +539,12 @@ class Lake:
         its final form, in jobs of at most ``max_segments_per_job`` segments; returns the
         request at once (its ``compaction_id`` and ``status``). A running manager does the
         work; :meth:`user_compaction` tells how far it got."""
+        span = _interval(interval)
+        check_user_compaction_options(max_rows_per_segment, max_segments_per_job)
         return request_user_compaction(
             self.metadata,
             self._require_datasource(datasource),
-            _interval(interval),
+            span,
             max_rows_per_segment=max_rows_per_segment,
             max_segments_per_job=max_segments_per_job,
             compaction_id=compaction_id,

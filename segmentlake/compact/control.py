@@ -77,6 +77,20 @@ def read_config(store: MetadataStore, datasource: str) -> CompactionConfig:
     return CompactionConfig.from_json(orjson.loads(rows[0]["payload"]))
 
 
+def check_user_compaction_options(
+    max_rows_per_segment: object, max_segments_per_job: object
+) -> None:
+    """Refuse a user compaction's options that are not integers in range (SpecError)."""
+    for name, value, least in (
+        ("max_segments_per_job", max_segments_per_job, 2),
+        ("max_rows_per_segment", max_rows_per_segment, 1),
+    ):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < least
+        ):
+            raise SpecError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
 def request_user_compaction(
     store: MetadataStore,
     datasource: str,
@@ -114,10 +128,7 @@ def request_user_compaction(
         )
         return Decision([Change("insert", user_row(datasource, user, now_ms=at))], user)
 
-    if max_segments_per_job is not None and max_segments_per_job < 2:
-        raise SpecError(f"max_segments_per_job must be >= 2, got {max_segments_per_job}")
-    if max_rows_per_segment is not None and max_rows_per_segment < 1:
-        raise SpecError(f"max_rows_per_segment must be >= 1, got {max_rows_per_segment}")
+    check_user_compaction_options(max_rows_per_segment, max_segments_per_job)
     return transact(
         store,
         datasource,

@@ -20,7 +20,7 @@ from segmentlake.core.compaction_jobs import (
 )
 from segmentlake.core.compaction_planning import FingerprintSelector, RatioPlanner
 from segmentlake.core.interval import Interval
-from segmentlake.errors import SpecError
+from segmentlake.errors import NotFound, SpecError
 from segmentlake.ingest.task import IngestTarget
 from segmentlake.lake import Lake
 from segmentlake.metadata.compaction_records import SELECTOR_RUN, running_row
@@ -178,7 +178,10 @@ def test_status_view_and_cli(spark: SparkSession, lake: Lake, ds: str, capsys) -
 def test_bad_requests_are_refused_with_the_reason(lake: Lake, ds: str) -> None:
     with pytest.raises(SpecError, match="unknown compaction planner type 'sizes'"):
         lake.set_compaction_config(ds, {"planner": {"type": "sizes"}})
-    with pytest.raises(SpecError, match="max_segments_per_job must be >= 2"):
+    with pytest.raises(NotFound):  # no such datasource (or no warehouse yet, run alone)
+        lake.start_user_compaction(ds, f"{DAY}/P1D")
+    lake.set_compaction_config(ds, {"planner": {"type": "ratio", "ratio": 2}})  # ds exists now
+    with pytest.raises(SpecError, match="max_segments_per_job must be an integer >= 2"):
         lake.start_user_compaction(ds, f"{DAY}/P1D", max_segments_per_job=1)
     with pytest.raises(SpecError, match="no user compaction 'nope'"):
         lake.user_compaction(ds, "nope")

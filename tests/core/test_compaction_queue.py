@@ -118,3 +118,48 @@ def test_heaps_stay_bounded_under_churn() -> None:
 def test_queue_needs_room_for_one_job() -> None:
     with pytest.raises(SpecError, match="at least one job"):
         JobQueue(0)
+
+
+def test_a_dead_entry_below_the_lowest_does_not_let_a_lower_job_in() -> None:
+    # The rejection test first compares with the lowest heap's raw top, which may be a
+    # deleted job ranked below every live one; only the live lowest may decide.
+    queue = JobQueue(2)
+    queue.offer(job(1, 1))
+    queue.offer(job(2, 5))
+    assert queue.delete("j1")
+    assert queue.offer(job(3, 4))  # room left by the delete; j1 stays dead in the heap
+    assert not queue.offer(job(4, 3))
+    assert not queue.offer(job(5, 4))  # equal to the lowest: the earlier one ranks higher
+    assert queue.offer(job(6, 6))
+    assert [j.job_id for j in queue.jobs()] == ["j6", "j2"]
+    assert (queue.offered, queue.rejected, queue.evicted) == (6, 2, 1)
+
+
+def test_a_queued_job_offered_at_a_lower_priority_moves_even_below_the_lowest() -> None:
+    queue = JobQueue(2)
+    queue.offer(job(1, 5))
+    queue.offer(job(2, 4))
+    assert queue.offer(job(1, 1))
+    assert [(j.job_id, j.priority) for j in queue.jobs()] == [("j2", 4), ("j1", 1)]
+    assert queue.offer(job(1, 1))  # the same priority: kept where it is
+    assert (queue.offered, queue.rejected, queue.evicted) == (4, 0, 0)
+
+
+def test_offered_counts_every_offer_including_those_of_replace_chunk() -> None:
+    queue = JobQueue(3)
+    for n in range(6):
+        queue.offer(job(n, n, n % 2))
+    # Held j5, j4, j3; the chunk's j4 goes, j10 takes its room, j11 ranks below j3.
+    queue.replace_chunk(CHUNKS[0], [job(10, 9), job(11, 0)])
+    assert [j.job_id for j in queue.jobs()] == ["j10", "j5", "j3"]
+    assert (queue.offered, queue.rejected, queue.evicted) == (8, 1, 3)
+
+
+def test_the_chunk_index_forgets_emptied_chunks() -> None:
+    queue = JobQueue(4)
+    for n in range(12):
+        queue.offer(job(n, n % 5, n % 4))
+    queue.replace_chunk(CHUNKS[1], [])
+    while queue.poll() is not None:
+        pass
+    assert not queue._by_chunk
