@@ -444,8 +444,9 @@ class Lake:
         * ``mode="minor"``: inside each chunk and version, runs of small visible segments
           with adjacent root partitions are merged (best-effort rollup) into
           ``ceil(rows / max_rows_per_segment)`` segments that overshadow them; segment
-          locks on the inputs only. ``segments`` (ids) restricts it to those. Raises
-          :class:`LockRefused` if another compaction holds one of them.
+          locks on the inputs only. ``segments`` (ids) restricts it to those. While another
+          task holds one of them it plans again for up to ``lock_timeout_s``, then raises
+          :class:`LockRefused`.
         * ``mode="major"``: whole chunks re-ingested with perfect rollup
           (``partitions_spec``, default hashed by ``targetRowsPerSegment``) under a new
           version, optionally to another ``segment_granularity`` (e.g. HOUR → DAY); REPLACE
@@ -491,6 +492,7 @@ class Lake:
                 task_id=task_id,
                 priority=priority,
                 segments=None if segments is None else [str(_segment_id(s)) for s in segments],
+                lock_timeout_s=lock_timeout_s,
             )
         raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
 

@@ -45,6 +45,7 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.names import sql_path
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.errors import SpecError, first_line
+from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.metadata.conflicts import is_commit_conflict
 from segmentlake.metadata.deltalog import DeltaLogClient
@@ -201,6 +202,7 @@ def kill_unused(
             path,
         )
     phases["delete"] = time.monotonic() - started
+    crash_point("kill.after_delete")
 
     vacuumed = None
     if vacuum:

@@ -42,6 +42,7 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
+from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.task import IngestTarget, Replacing, new_task_id, run_ingestion
@@ -119,6 +120,7 @@ def compact_major(
             if not s.is_tombstone
         ]
         rows = _rows(target, datasource, timeline, span, plan.chunks)
+        crash_point("compact.after_read")
         replacing = Replacing(
             version=locks[0].version,
             replaced=frozenset(str(s.id) for s in used),

@@ -42,6 +42,7 @@ from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedOverwriteShardSpec
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import LockRefused, SpecError, first_line
+from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import (
     WrittenSegment,
     datasource_path,
@@ -99,21 +100,38 @@ def compact_minor(
     priority: int,
     segments: Sequence[str] | None = None,
     hooks: CompactionHooks | None = None,
+    lock_timeout_s: float = 0.0,
 ) -> TaskReport:
     """Run one minor compaction of ``interval`` (default: everything) to the end; with
     ``segments`` (ids), only of those. ``hooks`` add conditions and changes to its lock and
-    publish commits (the compaction manager's reservation)."""
+    publish commits (the compaction manager's reservation). While another task holds an
+    input's lock it plans and tries again for up to ``lock_timeout_s``, then raises
+    :class:`LockRefused`."""
     task_id = task_id or new_task_id("compact_minor", datasource)
     store = target.lockbox.store
-    timeline = VersionedIntervalTimeline(used_segments(store, datasource, interval or ETERNITY))
-    runs = _runs(timeline, interval or ETERNITY, max_rows_per_segment, segments)
     span = None if interval is None else str(interval)
-    if not runs:
-        logger.info("%s: nothing to compact", task_id)
-        return TaskReport(task_id, "compact_minor", datasource, "SKIPPED", span, RowStats())
-    job = _Job(target, datasource, task_id, runs, priority, span, max_rows_per_segment, hooks)
-    with recording_commits() as job.commits:
-        job.lock()
+    deadline = time.monotonic() + lock_timeout_s
+    with recording_commits() as commits:
+        while True:
+            timeline = VersionedIntervalTimeline(
+                used_segments(store, datasource, interval or ETERNITY)
+            )
+            runs = _runs(timeline, interval or ETERNITY, max_rows_per_segment, segments)
+            if not runs:
+                logger.info("%s: nothing to compact", task_id)
+                report = RowStats()
+                return TaskReport(task_id, "compact_minor", datasource, "SKIPPED", span, report)
+            job = _Job(
+                target, datasource, task_id, runs, priority, span, max_rows_per_segment, hooks
+            )
+            job.commits = commits
+            try:
+                job.lock()
+                break
+            except LockRefused:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)  # a holder finishing, or its lease running out
         try:
             with job.heartbeat():
                 if hooks is not None:
@@ -278,6 +296,7 @@ class _Job:
         )
         with self.phase("write"):
             written = self._write(path, dimensions, schema)
+        crash_point("compact.after_write")
         outputs = self._describe(written, path, dimensions, schema, state)
         with self.phase("allocate"):
             outputs = self._allocate(outputs)

@@ -36,6 +36,7 @@ from segmentlake.core.retention_rules import DEFAULT_RULES_KEY
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.faults import crash_point
 from segmentlake.ingest.visible_rows import segment_key
 from segmentlake.metadata.cluster_records import (
     COPY,
@@ -409,6 +410,7 @@ class Coordinator:
     def _load(self, volume: Volume, datasource: str, batch: list[SegmentCopy]) -> int:
         keys = sorted({c.key for c in batch})
         version = load_rows(self.spark, self.warehouse, volume, datasource, keys)
+        crash_point("coordinator.after_load")
         ids = {c.row_id for c in batch}
 
         def decide(state: PartitionState) -> Decision[int]:

@@ -43,6 +43,7 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
 from segmentlake.errors import BadRowsError, LockRefused, SpecError, first_line
+from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import (
     WrittenSegment,
     datasource_path,
@@ -237,6 +238,7 @@ def _ingest(
     beat: LeaseKeeper | _NoHeartbeat,
 ) -> TaskReport:
     path = datasource_path(run.target.warehouse, run.datasource)
+    crash_point("ingest.after_parse")
     partitioning = None
     if run.spec.partitions_spec.perfect_rollup:
         with run.phase("determine_partitions"):
@@ -253,6 +255,7 @@ def _ingest(
         with run.phase("split"):
             written = _split(run, parsed, path, written)
     run.rows = replace(run.rows, rows_out=sum(w.num_rows for w in written.values()))
+    crash_point("ingest.after_write")
     describe = _Describe(run, parsed.dimensions, path, partitioning)
     if version is not None:
         segments = describe.overwrite(written, version)

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from segmentlake.core.names import sql_path
 from segmentlake.errors import MetadataVersionError, SpecError
+from segmentlake.faults import crash_point
 from segmentlake.metadata.deltalog import DeltaLogClient, LoggedFile, safe_name
 from segmentlake.metadata.records import FILE_SCHEMA, SCHEMA_DDL, Row
 from segmentlake.metadata.turns import Turns
@@ -277,6 +278,8 @@ class MetadataStore:
             add = self._client.write_table(
                 new_table, {PARTITION_COLUMN: state.datasource}, directory
             )
+        operation = commit_id.split(":", 1)[0]
+        crash_point(f"commit.{operation}.before_log")
         conf = self.spark.conf
         with _COMMIT_LOCK:
             conf.set(_USER_METADATA_CONF, commit_id)
@@ -290,6 +293,7 @@ class MetadataStore:
                 )
             finally:
                 conf.unset(_USER_METADATA_CONF)
+        crash_point(f"commit.{operation}.after_log")
         if add is not None:
             with self._lock:  # our own new file needs no re-read when the log is followed
                 self._tables[add.path] = _cache_entry(add, new_table)
