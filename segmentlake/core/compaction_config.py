@@ -11,10 +11,11 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from segmentlake.core.compaction_jobs import DEFAULT_GROUP
 from segmentlake.core.compaction_planning import (
     CompactionPlanner,
     CompactionSelector,
@@ -22,6 +23,7 @@ from segmentlake.core.compaction_planning import (
     MaskedRowsSelector,
     RatioPlanner,
 )
+from segmentlake.core.spec_reader import check_int, check_number, int_problem, safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -32,26 +34,83 @@ __all__ = [
     "selector_from_json",
 ]
 
+T = TypeVar("T")
+
 PlannerFactory = Callable[[Mapping[str, Any]], CompactionPlanner]
 SelectorFactory = Callable[[Mapping[str, Any]], CompactionSelector]
 
+_DEFAULT_MAX_ROWS = 5_000_000
+_DEFAULT_MAX_SEGMENTS = 32
+
+
+def _keys(data: Mapping[str, Any], where: str, known: Iterable[str]) -> None:
+    """Refuse unknown keys (a typo would otherwise leave a setting at its default)."""
+    accepted = {"type", *known}
+    unknown = sorted(k if isinstance(k, str) else safe_repr(k) for k in data if k not in accepted)
+    if unknown:
+        raise SpecError(f"{where}: unknown keys {unknown}; accepted: {sorted(accepted)}")
+
+
+def _int(data: Mapping[str, Any], key: str, where: str, default: int, minimum: int) -> int:
+    value = data.get(key)
+    return default if value is None else check_int(value, f"{where}.{key}", minimum=minimum)
+
+
+def _groups(value: Any, where: str) -> tuple[tuple[str, int | None], ...]:
+    """``[[name, max input bytes or null], ...]``."""
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(g, list | tuple)
+        and len(g) == 2
+        and isinstance(g[0], str)
+        and g[0]
+        and (g[1] is None or int_problem(g[1], minimum=1) is None)
+        for g in value
+    ):
+        raise SpecError(
+            f"{where}.groups must be [name, max input bytes or null] pairs, e.g. "
+            f'[["small", 100000000], ["large", null]]; got {safe_repr(value)}'
+        )
+    return tuple((name, limit) for name, limit in value)
+
 
 def _ratio_planner(data: Mapping[str, Any]) -> CompactionPlanner:
-    groups = tuple((str(name), limit) for name, limit in data.get("groups", [["default", None]]))
+    where = "planner (ratio)"
+    _keys(data, where, ("ratio", "maxSegmentsPerJob", "maxRowsPerSegment", "groups"))
+    ratio = data.get("ratio")
     return RatioPlanner(
-        ratio=float(data.get("ratio", 3.0)),
-        max_segments_per_job=int(data.get("maxSegmentsPerJob", 32)),
-        max_rows_per_segment=int(data.get("maxRowsPerSegment", 5_000_000)),
-        groups=groups,
+        ratio=3.0 if ratio is None else float(check_number(ratio, f"{where}.ratio", minimum=1.0)),
+        max_segments_per_job=_int(data, "maxSegmentsPerJob", where, _DEFAULT_MAX_SEGMENTS, 2),
+        max_rows_per_segment=_int(data, "maxRowsPerSegment", where, _DEFAULT_MAX_ROWS, 1),
+        groups=_groups(_or(data.get("groups"), [[DEFAULT_GROUP, None]]), where),
     )
 
 
 def _fingerprint_selector(data: Mapping[str, Any]) -> CompactionSelector:
-    return FingerprintSelector(max_rows_per_segment=int(data.get("maxRowsPerSegment", 5_000_000)))
+    where = "selector (fingerprint)"
+    _keys(data, where, ("maxRowsPerSegment",))
+    rows = _int(data, "maxRowsPerSegment", where, _DEFAULT_MAX_ROWS, 1)
+    return FingerprintSelector(max_rows_per_segment=rows)
 
 
 def _masked_rows_selector(data: Mapping[str, Any]) -> CompactionSelector:
-    return MaskedRowsSelector(threshold=float(data.get("threshold", 0.5)))
+    where = "selector (masked_rows)"
+    _keys(data, where, ("threshold",))
+    threshold = data.get("threshold")
+    if threshold is not None:
+        check_number(threshold, f"{where}.threshold", minimum=0.0, maximum=1.0)
+    return MaskedRowsSelector(threshold=0.5 if threshold is None else float(threshold))
+
+
+def _at(where: str, read: Callable[[Any], T], data: Any) -> T:
+    """``read(data)``, its error prefixed with where ``data`` is."""
+    try:
+        return read(data)
+    except SpecError as e:
+        raise SpecError(f"{where}: {e}") from None
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 _PLANNERS: dict[str, PlannerFactory] = {"ratio": _ratio_planner}
@@ -73,15 +132,23 @@ def register_selector(type_name: str, factory: SelectorFactory) -> None:
 
 
 def _build(kind: str, registry: Mapping[str, Callable[[Mapping[str, Any]], Any]], data: Any) -> Any:
-    if not isinstance(data, Mapping) or "type" not in data:
-        raise SpecError(f"a compaction {kind} must be an object with a 'type', got {data!r}")
+    if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
+        raise SpecError(
+            f"a compaction {kind} must be an object with a 'type' name, got {safe_repr(data)}"
+        )
     factory = registry.get(data["type"])
     if factory is None:
         raise SpecError(
             f"unknown compaction {kind} type {data['type']!r}; known: {sorted(registry)} "
             f"(register others with register_{kind})"
         )
-    return factory(data)
+    try:
+        return factory(data)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
+        # A plugin's factory that does not check its JSON: still a bad-input error, named.
+        raise SpecError(f"compaction {kind} {data['type']!r}: bad JSON ({safe_repr(e)})") from e
 
 
 def planner_from_json(data: Any) -> CompactionPlanner:
@@ -102,17 +169,24 @@ class CompactionConfig:
 
     planner: CompactionPlanner = field(default_factory=RatioPlanner)
     selectors: tuple[CompactionSelector, ...] = ()
-    max_rows_per_segment: int = 5_000_000
-    max_segments_per_job: int = 32
+    max_rows_per_segment: int = _DEFAULT_MAX_ROWS
+    max_segments_per_job: int = _DEFAULT_MAX_SEGMENTS
 
     def __post_init__(self) -> None:
+        if not isinstance(self.planner, CompactionPlanner):
+            raise SpecError(f"planner must be a CompactionPlanner, got {safe_repr(self.planner)}")
+        if not isinstance(self.selectors, list | tuple) or not all(
+            isinstance(s, CompactionSelector) for s in self.selectors
+        ):
+            raise SpecError(
+                f"selectors must be a tuple of CompactionSelectors, got {safe_repr(self.selectors)}"
+            )
+        object.__setattr__(self, "selectors", tuple(self.selectors))
         names = [s.name for s in self.selectors]
         if len(set(names)) != len(names):
             raise SpecError(f"selector names must be unique in a config, got {names}")
-        if self.max_segments_per_job < 2:
-            raise SpecError(f"max_segments_per_job must be >= 2, got {self.max_segments_per_job}")
-        if self.max_rows_per_segment < 1:
-            raise SpecError(f"max_rows_per_segment must be >= 1, got {self.max_rows_per_segment}")
+        check_int(self.max_segments_per_job, "max_segments_per_job", minimum=2)
+        check_int(self.max_rows_per_segment, "max_rows_per_segment", minimum=1)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,10 +199,22 @@ class CompactionConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CompactionConfig:
         if not isinstance(data, Mapping):
-            raise SpecError(f"a compaction config must be an object, got {data!r}")
+            raise SpecError(f"a compaction config must be an object, got {safe_repr(data)}")
+        where = "compaction config"
+        keys = ("planner", "selectors", "maxRowsPerSegment", "maxSegmentsPerJob")
+        unknown = sorted(k if isinstance(k, str) else safe_repr(k) for k in data if k not in keys)
+        if unknown:
+            raise SpecError(f"{where}: unknown keys {unknown}; accepted: {sorted(keys)}")
+        selectors = _or(data.get("selectors"), [])
+        if not isinstance(selectors, list | tuple):
+            raise SpecError(f"{where}.selectors must be a list, got {safe_repr(selectors)}")
+        planner = _or(data.get("planner"), {"type": "ratio"})
         return cls(
-            planner=planner_from_json(data.get("planner", {"type": "ratio"})),
-            selectors=tuple(selector_from_json(s) for s in data.get("selectors", [])),
-            max_rows_per_segment=int(data.get("maxRowsPerSegment", 5_000_000)),
-            max_segments_per_job=int(data.get("maxSegmentsPerJob", 32)),
+            planner=_at(f"{where}.planner", planner_from_json, planner),
+            selectors=tuple(
+                _at(f"{where}.selectors[{i}]", selector_from_json, s)
+                for i, s in enumerate(selectors)
+            ),
+            max_rows_per_segment=_int(data, "maxRowsPerSegment", where, _DEFAULT_MAX_ROWS, 1),
+            max_segments_per_job=_int(data, "maxSegmentsPerJob", where, _DEFAULT_MAX_SEGMENTS, 2),
         )

@@ -19,14 +19,23 @@ reported, with its JSON path, instead of being guessed at.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from segmentlake.core.spec_reader import at, is_int, safe_repr
 
 __all__ = ["FILTER_TYPES", "druid_filter_sql", "sql_identifier", "sql_string"]
 
 # filterTuning only picks between Druid's bitmap indexes and row matching; Spark has neither.
 _NO_EFFECT = {"filterTuning"}
 _NUMERIC_TYPES = ("LONG", "FLOAT", "DOUBLE")
+# Java's Double.parseDouble forms (Druid's numeric bounds are strings or numbers); Python's
+# float() would also take "1_0", " 1 " and "nan".
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+# Deeper filter trees are not written by hand; the bound keeps translation off Python's
+# recursion limit.
+_MAX_DEPTH = 64
 
 
 def sql_identifier(name: str) -> str:
@@ -44,6 +53,7 @@ class _Translator:
 
     def __init__(self) -> None:
         self.problems: list[str] = []
+        self.depth = 0
 
     def fail(self, path: str, message: str) -> str:
         self.problems.append(f"{path}: {message}")
@@ -53,44 +63,66 @@ class _Translator:
         for key in obj:
             if key not in accepted and key != "type" and key not in _NO_EFFECT:
                 self.fail(
-                    f"{path}.{key}",
-                    "not supported in a "
-                    f"{obj.get('type')!r} filter; accepted: {', '.join(sorted(accepted))}",
+                    at(path, key),
+                    f"not supported in a {safe_repr(obj.get('type'))} filter; accepted: "
+                    + ", ".join(sorted(accepted)),
                 )
 
     def column(self, obj: Mapping[str, Any], path: str, key: str) -> str:
         name = obj.get(key)
         if not isinstance(name, str) or not name:
-            self.fail(f"{path}.{key}", f"must be a column name, got {name!r}")
+            self.fail(f"{path}.{key}", f"must be a column name, got {safe_repr(name)}")
             return "``"
         return sql_identifier(name)
 
     def text(self, value: Any, path: str) -> str:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            self.fail(path, f"must be a string or a number, got {value!r}")
-            return "''"
-        return sql_string(value if isinstance(value, str) else _number_text(value))
+        """A value compared as a string: Druid matches a number's string form."""
+        if isinstance(value, str):
+            return sql_string(value)
+        if is_int(value) and value.bit_length() <= 63:
+            return sql_string(str(value))
+        if isinstance(value, float) and math.isfinite(value):
+            return sql_string(repr(value))
+        return self.fail(path, f"must be a string or a number, got {safe_repr(value)}")
 
     def number(self, value: Any, path: str) -> str:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        if isinstance(value, bool) or not math.isfinite(number):
-            self.fail(path, f"must be a finite number, got {value!r}")
+        """A value compared as a number: a JSON number or a decimal string ("10")."""
+        number = _as_float(value)
+        if not math.isfinite(number):
+            self.fail(path, f"must be a finite number, got {safe_repr(value)}")
             return "0"
         return repr(number)
 
+    def flag(self, obj: Mapping[str, Any], key: str, path: str) -> bool:
+        value = obj.get(key, False)
+        if isinstance(value, bool):
+            return value
+        self.fail(f"{path}.{key}", f"must be true or false, got {safe_repr(value)}")
+        return False
+
+    def value_type(self, obj: Mapping[str, Any], path: str) -> str | None:
+        """``matchValueType``: STRING (the default) or a numeric type, in any case."""
+        kind = obj.get("matchValueType", "STRING")
+        if isinstance(kind, str) and kind.upper() in ("STRING", *_NUMERIC_TYPES):
+            return kind.upper()
+        self.fail(
+            f"{path}.matchValueType",
+            f"{safe_repr(kind)} is not supported; accepted: STRING, LONG, FLOAT, DOUBLE",
+        )
+        return None
+
     def translate(self, obj: Any, path: str) -> str:
         if not isinstance(obj, Mapping):
-            return self.fail(path, f"a Druid filter must be a JSON object, got {obj!r}")
+            return self.fail(path, f"a Druid filter must be a JSON object, got {safe_repr(obj)}")
+        if self.depth >= _MAX_DEPTH:
+            return self.fail(path, f"filters nested deeper than {_MAX_DEPTH} are not supported")
         kind = obj.get("type")
         handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is None:
             return self.fail(
                 f"{path}.type",
-                f"filter type {kind!r} is not supported; accepted: {', '.join(FILTER_TYPES)}, "
-                "or write the condition as a Spark SQL string",
+                f"filter type {safe_repr(kind)} is not supported; accepted: "
+                f"{', '.join(FILTER_TYPES)}, or write the condition as a Spark SQL string",
             )
         if "extractionFn" in obj:
             return self.fail(
@@ -98,12 +130,19 @@ class _Translator:
                 "extraction functions are not supported; derive a column with a transform "
                 "and filter on it",
             )
-        return handler(self, obj, path)
+        self.depth += 1
+        try:
+            return handler(self, obj, path)
+        finally:
+            self.depth -= 1
 
 
-def _number_text(value: int | float) -> str:
-    # Druid matches a number's string form: 3 -> "3", 3.5 -> "3.5".
-    return str(int(value)) if isinstance(value, int) else repr(value)
+def _as_float(value: Any) -> float:
+    """``value`` as a float, NaN when it is no number (a huge integer is none either)."""
+    numeric = (is_int(value) and value.bit_length() <= 63) or isinstance(value, float)
+    if numeric or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
+        return float(value)
+    return math.nan
 
 
 def _selector(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
@@ -117,15 +156,10 @@ def _selector(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
 def _equals(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     t.keys(obj, path, "column", "matchValueType", "matchValue")
     column = t.column(obj, path, "column")
-    kind = str(obj.get("matchValueType", "STRING")).upper()
+    kind = t.value_type(obj, path)
     value = obj.get("matchValue")
     if kind in _NUMERIC_TYPES:
         return f"(try_cast({column} AS DOUBLE) = {t.number(value, path + '.matchValue')})"
-    if kind != "STRING":
-        return t.fail(
-            f"{path}.matchValueType",
-            f"{kind!r} is not supported; accepted: STRING, LONG, FLOAT, DOUBLE",
-        )
     return f"(CAST({column} AS STRING) = {t.text(value, path + '.matchValue')})"
 
 
@@ -134,7 +168,7 @@ def _in(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     column = t.column(obj, path, "dimension")
     values = obj.get("values")
     if not isinstance(values, list):
-        return t.fail(f"{path}.values", f"must be a list of values, got {values!r}")
+        return t.fail(f"{path}.values", f"must be a list of values, got {safe_repr(values)}")
     parts = []
     texts = [t.text(v, f"{path}.values[{i}]") for i, v in enumerate(values) if v is not None]
     if texts:
@@ -157,7 +191,7 @@ def _like(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     if escape is None:
         return f"(CAST({column} AS STRING) LIKE {pattern})"
     if not isinstance(escape, str) or len(escape) != 1:
-        return t.fail(f"{path}.escape", f"must be one character, got {escape!r}")
+        return t.fail(f"{path}.escape", f"must be one character, got {safe_repr(escape)}")
     return f"(CAST({column} AS STRING) LIKE {pattern} ESCAPE {sql_string(escape)})"
 
 
@@ -186,29 +220,24 @@ def _bound(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     t.keys(obj, path, "dimension", "lower", "upper", "lowerStrict", "upperStrict", "ordering")
     column = t.column(obj, path, "dimension")
     ordering = obj.get("ordering", "lexicographic")
-    if isinstance(ordering, Mapping):
-        ordering = ordering.get("type")
-    if ordering not in ("lexicographic", "numeric"):
+    if isinstance(ordering, Mapping) and set(ordering) == {"type"}:
+        ordering = ordering["type"]  # Druid's {"type": "numeric"} form
+    if not isinstance(ordering, str) or ordering not in ("lexicographic", "numeric"):
         return t.fail(
             f"{path}.ordering",
-            f"{ordering!r} is not supported; accepted: lexicographic, numeric",
+            f"{safe_repr(ordering)} is not supported; accepted: lexicographic, numeric",
         )
-    lower = (obj.get("lower"), bool(obj.get("lowerStrict", False)))
-    upper = (obj.get("upper"), bool(obj.get("upperStrict", False)))
+    lower = (obj.get("lower"), t.flag(obj, "lowerStrict", path))
+    upper = (obj.get("upper"), t.flag(obj, "upperStrict", path))
     return _bounds(t, column, lower, upper, ordering == "numeric", path)
 
 
 def _range(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     t.keys(obj, path, "column", "matchValueType", "lower", "upper", "lowerOpen", "upperOpen")
     column = t.column(obj, path, "column")
-    kind = str(obj.get("matchValueType", "STRING")).upper()
-    if kind != "STRING" and kind not in _NUMERIC_TYPES:
-        return t.fail(
-            f"{path}.matchValueType",
-            f"{kind!r} is not supported; accepted: STRING, LONG, FLOAT, DOUBLE",
-        )
-    lower = (obj.get("lower"), bool(obj.get("lowerOpen", False)))
-    upper = (obj.get("upper"), bool(obj.get("upperOpen", False)))
+    kind = t.value_type(obj, path)
+    lower = (obj.get("lower"), t.flag(obj, "lowerOpen", path))
+    upper = (obj.get("upper"), t.flag(obj, "upperOpen", path))
     return _bounds(t, column, lower, upper, kind in _NUMERIC_TYPES, path)
 
 
@@ -216,7 +245,9 @@ def _junction(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     t.keys(obj, path, "fields")
     fields = obj.get("fields")
     if not isinstance(fields, list) or not fields:
-        return t.fail(f"{path}.fields", f"must be a non-empty list of filters, got {fields!r}")
+        return t.fail(
+            f"{path}.fields", f"must be a non-empty list of filters, got {safe_repr(fields)}"
+        )
     parts = [t.translate(f, f"{path}.fields[{i}]") for i, f in enumerate(fields)]
     return "(" + f" {str(obj['type']).upper()} ".join(parts) + ")"
 

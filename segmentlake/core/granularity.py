@@ -8,7 +8,7 @@ spanning all time.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import MAXYEAR as MAX_YEAR
 from datetime import UTC, datetime
 
@@ -19,6 +19,7 @@ from segmentlake.core.interval import (
     millis_to_datetime,
     to_millis,
 )
+from segmentlake.core.spec_reader import StrictEnumType, safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = ["WEEK_ORIGIN_MILLIS", "Granularity"]
@@ -31,7 +32,7 @@ _DAY = 24 * _HOUR
 WEEK_ORIGIN_MILLIS = 4 * _DAY
 
 
-class Granularity(enum.Enum):
+class Granularity(enum.Enum, metaclass=StrictEnumType):
     """A time bucketing rule, named as in Druid (``Granularity.parse("day")``)."""
 
     NONE = ("none", 1, 0)
@@ -54,18 +55,31 @@ class Granularity(enum.Enum):
         self.months = months
 
     @classmethod
-    def parse(cls, value: str | Granularity | dict[str, object]) -> Granularity:
+    def parse(cls, value: str | Granularity | Mapping[str, object]) -> Granularity:
         """Accept a Granularity, a name in any case (``"DAY"``, ``"fifteen_minute"``) or Druid's
-        ``{"type": "day"}`` JSON form."""
+        ``{"type": "day"}`` JSON form (with nothing else: Druid's ``period`` granularities,
+        with a time zone or origin, are not supported)."""
         if isinstance(value, Granularity):
             return value
-        name = value.get("type") if isinstance(value, dict) else value
+        name: object = value
+        if isinstance(value, Mapping):
+            if set(value) != {"type"}:
+                raise SpecError(
+                    f"granularity {safe_repr(value)} is not supported: only Druid's "
+                    '{"type": <name>} form is, e.g. {"type": "day"} (no period, timeZone or '
+                    f"origin: buckets are aligned in UTC); names: {_KNOWN}"
+                )
+            name = value["type"]
         if isinstance(name, str):
             for member in cls:
                 if member.json_name == name.strip().lower():
                     return member
-        known = ", ".join(m.json_name.upper() for m in cls)
-        raise SpecError(f"unknown granularity {value!r}; expected one of {known}")
+        raise SpecError(f"unknown granularity {safe_repr(value)}; expected one of {_KNOWN}")
+
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        # Granularity("bogus") is a SpecError too, not a bare ValueError.
+        raise SpecError(f"unknown granularity {safe_repr(value)}; expected one of {_KNOWN}")
 
     def bucket_start_millis(self, millis: int) -> int:
         """Start (epoch ms) of the bucket holding ``millis``."""
@@ -125,3 +139,6 @@ class Granularity(enum.Enum):
 
     def __str__(self) -> str:
         return self.name
+
+
+_KNOWN = ", ".join(m.json_name.upper() for m in Granularity)

@@ -11,22 +11,47 @@ reads Druid's JSON form, so a spec written for Druid mostly carries over::
         "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "hour"},
     })
 
-Where Druid evaluates its own expression language (transforms, filters), segmentlake takes
-Spark SQL expressions. A spec error names the field (``metricsSpec[1].fieldName``) and what
-would be right, before any work starts.
+Where Druid evaluates its own expression language (transforms), segmentlake takes Spark SQL
+expressions; ``transformSpec.filter`` is a Spark SQL condition or Druid's filter JSON (translated
+to Spark SQL). The JSON is read strictly, by the same reader as Druid task JSON
+(:mod:`segmentlake.core.spec_reader`): an unknown key, a value of the wrong type (``"false"``
+for a flag, ``"5"`` for a number) or a bad value fails with ONE :class:`SpecError` listing every
+problem with its JSON path (``metricsSpec[1].fieldName``) and what would be right, before any
+work starts. The dataclasses check their own fields' types too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from segmentlake.core.druid_filter import druid_filter_sql
 from segmentlake.core.granularity import Granularity
+from segmentlake.core.interval import Interval
 from segmentlake.core.partitions_spec import (
+    DimensionRangePartitionsSpec,
     DynamicPartitionsSpec,
+    HashedPartitionsSpec,
     PartitionsSpec,
+    SingleDimensionPartitionsSpec,
     partitions_spec_from_dict,
+)
+from segmentlake.core.spec_reader import (
+    AGGREGATOR_TYPES,
+    DataSchemaReader,
+    JsonReader,
+    SchemaParts,
+    Section,
+    TuningParts,
+    at,
+    check_flag,
+    check_int,
+    check_text,
+    safe_repr,
+    spec_error,
 )
 from segmentlake.errors import SpecError
 
@@ -41,38 +66,49 @@ __all__ = [
     "MetricSpec",
     "TimestampSpec",
     "TransformSpec",
+    "build_intervals",
+    "build_spec",
     "metric_from_json",
     "metric_json",
 ]
 
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
 TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano")
-# Druid aggregator type -> whether it reads an input column (count does not).
-AGGREGATOR_TYPES: Mapping[str, bool] = {
-    "count": False,
-    "longSum": True,
-    "doubleSum": True,
-    "longMin": True,
-    "longMax": True,
-    "doubleMin": True,
-    "doubleMax": True,
-    # Druid's DataSketches HLL build aggregator; built with Spark's hll_sketch_agg, so
-    # sketches of different segments merge later (hll_union_agg).
-    "HLLSketchBuild": True,
-    # Druid's DataSketches HLL merge aggregator: unions sketches (binary) already built, e.g.
-    # by an earlier ingestion; compaction re-aggregates HLLSketchBuild metrics with it.
-    "HLLSketchMerge": True,
-}
 _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
 _DEFAULT_LG_K = 12
 _RESERVED_PREFIX = "__"
+_PARTITIONS_SPECS = (
+    DynamicPartitionsSpec,
+    HashedPartitionsSpec,
+    DimensionRangePartitionsSpec,
+    SingleDimensionPartitionsSpec,
+)
 
 
 def _name(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise SpecError(f"{where} must be a non-empty column name, got {value!r}")
+        raise SpecError(f"{where} must be a non-empty column name, got {safe_repr(value)}")
     if value.startswith(_RESERVED_PREFIX):
-        raise SpecError(f"{where} {value!r}: names starting with '__' are reserved (__time, ...)")
+        raise SpecError(
+            f"{where} {safe_repr(value)}: names starting with '__' are reserved (__time, ...)"
+        )
     return value
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    """A list or tuple of column names (a string is not one: "abc" is not a, b, c)."""
+    if not isinstance(value, list | tuple):
+        raise SpecError(f"{where} must be a list of column names, got {safe_repr(value)}")
+    return tuple(_name(n, f"{where}[{i}]") for i, n in enumerate(value))
+
+
+def _instance(value: Any, kind: type | tuple[type, ...], where: str) -> None:
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise SpecError(f"{where} must be a {names}, got {safe_repr(value)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +122,13 @@ class TimestampSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.column, str) or not self.column.strip():
-            raise SpecError(f"timestampSpec.column must be a column name, got {self.column!r}")
-        if self.format not in TIMESTAMP_FORMATS:
             raise SpecError(
-                f"timestampSpec.format {self.format!r} is not supported; expected one of "
-                + ", ".join(TIMESTAMP_FORMATS)
+                f"timestampSpec.column must be a column name, got {safe_repr(self.column)}"
+            )
+        if not isinstance(self.format, str) or self.format not in TIMESTAMP_FORMATS:
+            raise SpecError(
+                f"timestampSpec.format {safe_repr(self.format)} is not supported; expected one "
+                "of " + ", ".join(TIMESTAMP_FORMATS)
             )
 
 
@@ -104,11 +142,16 @@ class DimensionsSpec:
 
     def __post_init__(self) -> None:
         if self.dimensions is not None:
-            names = tuple(
-                _name(d, f"dimensionsSpec.dimensions[{i}]") for i, d in enumerate(self.dimensions)
-            )
+            names = _names(self.dimensions, "dimensionsSpec.dimensions")
             _no_duplicates(names, "dimensionsSpec.dimensions")
             object.__setattr__(self, "dimensions", names)
+        if not isinstance(self.exclusions, list | tuple) or not all(
+            isinstance(e, str) and e for e in self.exclusions
+        ):
+            raise SpecError(
+                "dimensionsSpec.dimensionExclusions must be a list of column names, got "
+                + safe_repr(self.exclusions)
+            )
         object.__setattr__(self, "exclusions", tuple(self.exclusions))
 
 
@@ -116,7 +159,7 @@ class DimensionsSpec:
 class MetricSpec:
     """One rollup aggregator: ``type`` (Druid's name, see :data:`AGGREGATOR_TYPES`), the output
     column ``name`` and the input column ``field_name`` (none for ``count``). ``lg_k`` is the
-    HLL sketch's log2 of buckets (4-21)."""
+    HLL sketch's log2 of buckets (4-21); other aggregators keep the default."""
 
     type: str
     name: str
@@ -124,20 +167,24 @@ class MetricSpec:
     lg_k: int = _DEFAULT_LG_K
 
     def __post_init__(self) -> None:
-        if self.type not in AGGREGATOR_TYPES:
+        if not isinstance(self.type, str) or self.type not in AGGREGATOR_TYPES:
             raise SpecError(
-                f"metric {self.name!r}: unknown aggregator type {self.type!r}; expected one of "
-                + ", ".join(AGGREGATOR_TYPES)
+                f"metric {safe_repr(self.name)}: unknown aggregator type {safe_repr(self.type)}; "
+                "expected one of " + ", ".join(AGGREGATOR_TYPES)
             )
         _name(self.name, "metric name")
-        if AGGREGATOR_TYPES[self.type] and not self.field_name:
-            raise SpecError(f"metric {self.name!r} ({self.type}) needs a fieldName to aggregate")
-        if not AGGREGATOR_TYPES[self.type] and self.field_name:
-            raise SpecError(f"metric {self.name!r}: count takes no fieldName")
-        if not _HLL_LG_K[0] <= self.lg_k <= _HLL_LG_K[1]:
-            raise SpecError(
-                f"metric {self.name!r}: lgK must be within {_HLL_LG_K}, got {self.lg_k}"
-            )
+        where = f"metric {self.name!r}"
+        if self.field_name is not None:
+            # An input column: any name the rows have (only outputs avoid the '__' prefix).
+            check_text(self.field_name, f"{where} fieldName", what="an input column name")
+        if AGGREGATOR_TYPES[self.type] and self.field_name is None:
+            raise SpecError(f"{where} ({self.type}) needs a fieldName to aggregate")
+        if not AGGREGATOR_TYPES[self.type] and self.field_name is not None:
+            raise SpecError(f"{where}: count takes no fieldName")
+        check_int(self.lg_k, f"{where}: lgK", minimum=_HLL_LG_K[0], maximum=_HLL_LG_K[1])
+        if not self.type.startswith("HLLSketch") and self.lg_k != _DEFAULT_LG_K:
+            # Druid's JSON has no lgK for them: a spec saying one could not be written back.
+            raise SpecError(f"{where}: lgK applies to HLL sketch metrics only")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +198,9 @@ class GranularitySpec:
     rollup: bool = True
 
     def __post_init__(self) -> None:
-        segment = Granularity.parse(self.segment_granularity)
-        query = Granularity.parse(self.query_granularity)
+        segment = _granularity(self.segment_granularity, "segmentGranularity")
+        query = _granularity(self.query_granularity, "queryGranularity")
+        check_flag(self.rollup, "granularitySpec.rollup")
         if segment is Granularity.NONE:
             raise SpecError("granularitySpec.segmentGranularity cannot be NONE; e.g. DAY or HOUR")
         order = list(Granularity)
@@ -165,6 +213,13 @@ class GranularitySpec:
         object.__setattr__(self, "query_granularity", query)
 
 
+def _granularity(value: Any, key: str) -> Granularity:
+    try:
+        return Granularity.parse(value)
+    except SpecError as e:
+        raise SpecError(f"granularitySpec.{key}: {e}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class ExpressionTransform:
     """A derived column: ``name`` computed by the Spark SQL ``expression``."""
@@ -175,7 +230,10 @@ class ExpressionTransform:
     def __post_init__(self) -> None:
         _name(self.name, "transform name")
         if not isinstance(self.expression, str) or not self.expression.strip():
-            raise SpecError(f"transform {self.name!r} needs a Spark SQL expression")
+            raise SpecError(
+                f"transform {self.name!r} needs a Spark SQL expression, got "
+                + safe_repr(self.expression)
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,11 +245,19 @@ class TransformSpec:
     filter: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.transforms, list | tuple):
+            raise SpecError(
+                f"transformSpec.transforms must be a list, got {safe_repr(self.transforms)}"
+            )
+        for i, t in enumerate(self.transforms):
+            _instance(t, ExpressionTransform, f"transformSpec.transforms[{i}]")
         object.__setattr__(self, "transforms", tuple(self.transforms))
         _no_duplicates([t.name for t in self.transforms], "transformSpec.transforms")
-        if self.filter is not None and (not isinstance(self.filter, str) or not self.filter):
+        if self.filter is not None and (
+            not isinstance(self.filter, str) or not self.filter.strip()
+        ):
             raise SpecError(
-                f"transformSpec.filter must be a Spark SQL expression, got {self.filter!r}"
+                "transformSpec.filter must be a Spark SQL expression, got " + safe_repr(self.filter)
             )
 
 
@@ -208,40 +274,51 @@ class IngestionSpec:
     max_parse_exceptions: int = 0
 
     def __post_init__(self) -> None:
+        self._check_types()
         object.__setattr__(self, "metrics", tuple(self.metrics))
         metric_names = [m.name for m in self.metrics]
         _no_duplicates(metric_names, "metricsSpec names")
         dims = self.dimensions_spec.dimensions or ()
         clash = sorted(set(dims) & set(metric_names))
         if clash:
-            raise SpecError(f"{clash} named both as dimension and as metric; rename one")
-        _check_partition_dimensions(self)
-        if self.max_parse_exceptions < 0:
             raise SpecError(
-                f"maxParseExceptions must be >= 0, got {self.max_parse_exceptions} "
-                "(0: fail on the first unparseable row)"
+                f"dimensionsSpec.dimensions and metricsSpec: {clash} named both as dimension "
+                "and as metric; rename one"
             )
+        _check_partition_dimensions(self)
+        check_int(
+            self.max_parse_exceptions,
+            "maxParseExceptions (0: fail on the first unparseable row)",
+            minimum=0,
+        )
+
+    def _check_types(self) -> None:
+        _instance(self.timestamp_spec, TimestampSpec, "timestamp_spec")
+        _instance(self.dimensions_spec, DimensionsSpec, "dimensions_spec")
+        _instance(self.granularity_spec, GranularitySpec, "granularity_spec")
+        _instance(self.transform_spec, TransformSpec, "transform_spec")
+        _instance(self.partitions_spec, _PARTITIONS_SPECS, "partitions_spec")
+        if not isinstance(self.metrics, list | tuple):
+            raise SpecError(f"metrics must be a list of MetricSpecs, got {safe_repr(self.metrics)}")
+        for i, metric in enumerate(self.metrics):
+            _instance(metric, MetricSpec, f"metrics[{i}]")
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> IngestionSpec:
-        """Read Druid's ``dataSchema`` JSON (optionally inside an ingestion spec's ``spec`` or
-        with a ``tuningConfig`` for ``partitionsSpec`` and ``maxParseExceptions``)."""
+        """Read Druid's ``dataSchema`` JSON: bare (optionally with ``tuningConfig`` and
+        ``partitionsSpec`` next to its keys), as ``{"dataSchema", "tuningConfig"}``, or inside
+        an ingestion spec's ``spec``. Raises ONE :class:`SpecError` listing every unknown key
+        and bad value with its JSON path; keys Druid uses that mean nothing here (``ioConfig``,
+        ``maxRowsInMemory``, ...) are logged at INFO."""
         if not isinstance(spec, Mapping):
             raise SpecError(f"an ingestion spec must be a dict, got {type(spec).__name__}")
-        root = spec.get("spec", spec)
-        schema = root.get("dataSchema", root)
-        tuning = root.get("tuningConfig") or spec.get("tuningConfig") or {}
-        return cls(
-            timestamp_spec=_timestamp(schema.get("timestampSpec") or {}),
-            dimensions_spec=_dimensions(schema.get("dimensionsSpec") or {}),
-            metrics=tuple(
-                metric_from_json(m, i) for i, m in enumerate(schema.get("metricsSpec") or [])
-            ),
-            granularity_spec=_granularity(schema.get("granularitySpec") or {}),
-            transform_spec=_transform(schema.get("transformSpec") or {}),
-            partitions_spec=_partitions(tuning, schema),
-            max_parse_exceptions=int(tuning.get("maxParseExceptions", 0)),
-        )
+        reader = DataSchemaReader(logger)
+        schema, tuning, root = reader.ingestion(spec)
+        built = build_spec(reader, schema, tuning, root=root)
+        build_intervals(reader, schema)  # checked, though lake.append takes interval=
+        if reader.problems or built is None:
+            raise spec_error("this ingestion spec cannot be used", reader.problems)
+        return built
 
     def to_dict(self) -> dict[str, Any]:
         """Druid's JSON for this spec: ``{"dataSchema": ..., "tuningConfig": ...}`` (without
@@ -298,68 +375,94 @@ def metric_json(metric: MetricSpec) -> dict[str, Any]:
     return obj
 
 
-# -- Druid JSON readers --------------------------------------------------------------------
+# -- building the objects from the checked JSON -------------------------------------------
 
 
-def _timestamp(obj: Mapping[str, Any]) -> TimestampSpec:
-    return TimestampSpec(column=obj.get("column", "timestamp"), format=obj.get("format", "auto"))
+def build_spec(
+    reader: JsonReader, schema: SchemaParts, tuning: TuningParts, *, root: str
+) -> IngestionSpec | None:
+    """The spec of what :class:`DataSchemaReader` read. Each section's own error is recorded
+    at its path, errors across sections at ``root``; None when there is any problem."""
+    fields: dict[str, Any] = {
+        "timestamp_spec": _build(reader, schema.timestamp, lambda f: TimestampSpec(**f)),
+        "dimensions_spec": _build(reader, schema.dimensions, lambda f: DimensionsSpec(**f)),
+        "metrics": tuple(_build(reader, m, lambda f: MetricSpec(**f)) for m in schema.metrics),
+        "granularity_spec": _build(reader, schema.granularity, lambda f: GranularitySpec(**f)),
+        "transform_spec": _transform(reader, schema),
+        "partitions_spec": _partitions(reader, schema, tuning),
+        "max_parse_exceptions": tuning.max_parse_exceptions,
+    }
+    if reader.problems:
+        return None
+    return reader.attempt(root, lambda: IngestionSpec(**fields))
 
 
-def _dimensions(obj: Mapping[str, Any]) -> DimensionsSpec:
-    raw = obj.get("dimensions")
-    names = None
-    if raw:  # Druid: an empty list means "discover every column"
-        names = tuple(str(d.get("name", "")) if isinstance(d, Mapping) else d for d in raw)
-    return DimensionsSpec(names, tuple(obj.get("dimensionExclusions") or ()))
+def build_intervals(reader: JsonReader, schema: SchemaParts) -> tuple[Interval, ...]:
+    """The granularitySpec's ``intervals``, each checked (parsed, not empty)."""
+    if schema.intervals is None:
+        return ()
+    found = []
+    for i, text in enumerate(schema.intervals.fields["intervals"]):
+        where = f"{schema.intervals.path}[{i}]"
+        interval = reader.attempt(where, functools.partial(Interval.parse, text))
+        if interval is not None and interval.is_empty():
+            reader.problem(where, f"interval {text!r} is empty")
+        elif interval is not None:
+            found.append(interval)
+    return tuple(found)
+
+
+def _build(reader: JsonReader, section: Section, make: Callable[[dict[str, Any]], T]) -> T | None:
+    if not section.ok:  # its problems are recorded already
+        return None
+    return reader.attempt(section.path, lambda: make(section.fields))
+
+
+def _transform(reader: JsonReader, schema: SchemaParts) -> TransformSpec | None:
+    transforms = [_build(reader, t, lambda f: ExpressionTransform(**f)) for t in schema.transforms]
+    section = schema.filter
+    filt = section.fields["filter"]
+    if section.ok and isinstance(filt, Mapping):  # Druid's filter JSON, as Spark SQL
+        filt, problems = druid_filter_sql(filt, section.path)
+        reader.problems.extend(problems)
+    if not section.ok or None in transforms:
+        return None
+    built = [t for t in transforms if t is not None]
+    return reader.attempt(
+        at(schema.path, "transformSpec"), lambda: TransformSpec(tuple(built), filt)
+    )
+
+
+def _partitions(
+    reader: JsonReader, schema: SchemaParts, tuning: TuningParts
+) -> PartitionsSpec | None:
+    if tuning.partitions is not None and schema.partitions is not None:
+        reader.problem(schema.partitions.path, f"given twice: here and in {tuning.partitions.path}")
+        return None
+    section = tuning.partitions or schema.partitions
+    if section is None:
+        section = Section(at(tuning.path, "partitionsSpec"), {})
+    spec = _build(reader, section, partitions_spec_from_dict)
+    force = tuning.force_guaranteed_rollup
+    if spec is not None and force is not None and force != spec.perfect_rollup:
+        reader.problem(
+            at(tuning.path, "forceGuaranteedRollup"),
+            f"{str(force).lower()} contradicts partitionsSpec type {spec.type_name!r}: perfect "
+            "rollup comes with 'hashed', 'range' or 'single_dim' partitioning, best-effort "
+            "rollup with 'dynamic'",
+        )
+    return spec
 
 
 def metric_from_json(obj: Any, index: int) -> MetricSpec:
-    """One aggregator from Druid's JSON (``index``: its place in ``metricsSpec``)."""
-    if not isinstance(obj, Mapping):
-        raise SpecError(f"metricsSpec[{index}] must be an object, got {obj!r}")
-    for key in ("type", "name"):
-        if key not in obj:
-            raise SpecError(f"metricsSpec[{index}] lacks {key!r}: {dict(obj)}")
-    return MetricSpec(
-        obj["type"], obj["name"], obj.get("fieldName"), int(obj.get("lgK", _DEFAULT_LG_K))
-    )
-
-
-def _granularity(obj: Mapping[str, Any]) -> GranularitySpec:
-    return GranularitySpec(
-        segment_granularity=Granularity.parse(obj.get("segmentGranularity", "day")),
-        query_granularity=Granularity.parse(obj.get("queryGranularity", "none")),
-        rollup=bool(obj.get("rollup", True)),
-    )
-
-
-def _transform(obj: Mapping[str, Any]) -> TransformSpec:
-    transforms = []
-    for i, t in enumerate(obj.get("transforms") or []):
-        if not isinstance(t, Mapping) or t.get("type", "expression") != "expression":
-            raise SpecError(f"transformSpec.transforms[{i}] must be an expression transform: {t!r}")
-        transforms.append(ExpressionTransform(t.get("name", ""), t.get("expression", "")))
-    filt = obj.get("filter")
-    if filt is not None and not isinstance(filt, str):
-        raise SpecError(
-            "transformSpec.filter must be a Spark SQL expression string (segmentlake does not "
-            f"read Druid's filter JSON), got {filt!r}"
-        )
-    return TransformSpec(tuple(transforms), filt)
-
-
-def _partitions(tuning: Mapping[str, Any], schema: Mapping[str, Any]) -> PartitionsSpec:
-    spec = partitions_spec_from_dict(
-        tuning.get("partitionsSpec") or schema.get("partitionsSpec") or {}
-    )
-    force = tuning.get("forceGuaranteedRollup")
-    if force is not None and bool(force) != spec.perfect_rollup:
-        raise SpecError(
-            f"tuningConfig.forceGuaranteedRollup={force} contradicts partitionsSpec type "
-            f"{spec.type_name!r}: perfect rollup comes with 'hashed', 'range' or 'single_dim' "
-            "partitioning, best-effort rollup with 'dynamic'"
-        )
-    return spec
+    """One aggregator from Druid's JSON (``index``: its place in ``metricsSpec``), read as
+    strictly as a whole spec."""
+    reader = DataSchemaReader(logger)
+    section = reader.metric(obj, f"metricsSpec[{index}]")
+    metric = _build(reader, section, lambda f: MetricSpec(**f))
+    if reader.problems or metric is None:
+        raise spec_error("this aggregator cannot be used", reader.problems)
+    return metric
 
 
 def _check_partition_dimensions(spec: IngestionSpec) -> None:

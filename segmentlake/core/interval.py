@@ -8,10 +8,12 @@ precision); ``datetime`` objects are the public face. ``Interval`` keeps both so
 from __future__ import annotations
 
 import calendar
+import operator
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from segmentlake.core.spec_reader import check_int, safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -34,7 +36,7 @@ def to_millis(value: datetime) -> int:
     """Milliseconds since the epoch of a tz-aware datetime (sub-millisecond part floored)."""
     if not isinstance(value, datetime):
         raise SpecError(
-            f"expected a tz-aware datetime, got {type(value).__name__} {value!r}; use "
+            f"expected a tz-aware datetime, got {type(value).__name__} {safe_repr(value)}; use "
             "datetime(2024, 1, 1, tzinfo=timezone.utc) or Interval.parse('2024-01-01/2024-01-02')"
         )
     if value.tzinfo is None or value.utcoffset() is None:
@@ -67,26 +69,35 @@ def parse_timestamp(text: str) -> datetime:
     >>> parse_timestamp("2024-01-01")
     datetime.datetime(2024, 1, 1, 0, 0, tzinfo=datetime.timezone.utc)
     """
+    if not isinstance(text, str):
+        raise SpecError(f"a timestamp must be an ISO-8601 string, got {safe_repr(text)}")
     raw = text.strip()
     try:
+        if not raw.isascii():  # ISO-8601 is ASCII; Python would read other digits too
+            raise ValueError(text)
         if len(raw) == 10:
             parsed = datetime.combine(date.fromisoformat(raw), datetime.min.time())
         else:
             parsed = datetime.fromisoformat(raw)
-    except ValueError as e:
+        # An offset can carry the first or last day of the calendar out of it.
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError) as e:
         raise SpecError(
-            f"cannot parse timestamp {text!r}; expected ISO-8601 such as "
-            "'2024-01-01' or '2024-01-01T12:00:00.000Z'"
+            f"cannot parse timestamp {safe_repr(text)}; expected ISO-8601 such as "
+            "'2024-01-01' or '2024-01-01T12:00:00.000Z' (years 0001-9999)"
         ) from e
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
 
 
+# ASCII digits only, at most 18 of them per number (Python would read other scripts' digits,
+# and no period of the calendar needs more).
+_N = r"\d{1,18}"
 _PERIOD = re.compile(
-    r"^P(?!$)(?:(?P<years>\d+)Y)?(?:(?P<months>\d+)M)?(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
-    r"(?:T(?=\d)(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d{1,3})?)S)?)?$"
+    rf"^P(?!$)(?:(?P<years>{_N})Y)?(?:(?P<months>{_N})M)?(?:(?P<weeks>{_N})W)?(?:(?P<days>{_N})D)?"
+    rf"(?:T(?=\d)(?:(?P<hours>{_N})H)?(?:(?P<minutes>{_N})M)?(?:(?P<seconds>{_N}(?:\.\d{{1,3}})?)S)?)?$",
+    re.ASCII,
 )
+# The calendar's span (years 1-9999): a longer period reaches past either end from anywhere.
+_MAX_PERIOD_MONTHS = 9999 * 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,13 +108,18 @@ class Period:
     months: int = 0
     millis: int = 0
 
+    def __post_init__(self) -> None:
+        check_int(self.months, "period months")
+        check_int(self.millis, "period millis")
+
     @classmethod
     def parse(cls, text: str) -> Period:
         """Parse ``P[nY][nM][nW][nD][T[nH][nM][n[.fff]S]]``."""
-        match = _PERIOD.match(text.strip().upper())
+        match = _PERIOD.match(text.strip().upper()) if isinstance(text, str) else None
         if match is None:
             raise SpecError(
-                f"cannot parse period {text!r}; expected ISO-8601 such as 'P1D', 'PT1H', 'P1M'"
+                f"cannot parse period {safe_repr(text)}; expected ISO-8601 such as 'P1D', "
+                "'PT1H', 'P1M'"
             )
         g = {k: v or "0" for k, v in match.groupdict().items()}
         months = int(g["years"]) * 12 + int(g["months"])
@@ -113,18 +129,35 @@ class Period:
             + round(float(g["seconds"]) * 1000)
         )
         if months == 0 and millis == 0:
-            raise SpecError(f"period {text!r} is empty; a period must have a positive length")
+            raise SpecError(
+                f"period {safe_repr(text)} is empty; a period must have a positive length"
+            )
+        if months > _MAX_PERIOD_MONTHS or millis > MAX_MILLIS - MIN_MILLIS:
+            raise SpecError(f"period {safe_repr(text)} is longer than the calendar (years 1-9999)")
         return cls(months=months, millis=millis)
 
     def add_to(self, millis: int, times: int = 1) -> int:
-        """The instant ``times`` periods after (or before, if negative) ``millis``."""
+        """The instant ``times`` periods after (or before, if negative) ``millis``; a
+        :class:`SpecError` when that is outside the calendar (years 1-9999)."""
         if self.months:
             dt = millis_to_datetime(millis)
             total = dt.year * 12 + (dt.month - 1) + self.months * times
             year, month = divmod(total, 12)
+            if not 1 <= year <= 9999:
+                raise SpecError(_beyond(self, millis, times))
             day = min(dt.day, calendar.monthrange(year, month + 1)[1])
             millis = to_millis(dt.replace(year=year, month=month + 1, day=day))
-        return millis + self.millis * times
+        result = millis + self.millis * times
+        if not MIN_MILLIS <= result <= MAX_MILLIS:
+            raise SpecError(_beyond(self, millis, times))
+        return result
+
+
+def _beyond(period: Period, millis: int, times: int) -> str:
+    return (
+        f"{times} x {period} from {format_timestamp(millis)} is outside the calendar "
+        "(years 0001-9999)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +196,8 @@ class Interval:
             and type(end_millis) is int
             and MIN_MILLIS <= start_millis <= end_millis <= MAX_MILLIS
         ):  # the general path names what is wrong
-            return cls(millis_to_datetime(start_millis), millis_to_datetime(end_millis))
+            start, end = _millis(start_millis), _millis(end_millis)
+            return cls(millis_to_datetime(start), millis_to_datetime(end))
         # Already normalised: skip __post_init__'s round trip (10^5 segments are built from
         # metadata rows at a time).
         interval = object.__new__(cls)
@@ -178,12 +212,14 @@ class Interval:
         """Parse ``start/end``, ``start/PERIOD`` or ``PERIOD/end`` (ISO-8601)."""
         if not isinstance(text, str) or text.count("/") != 1:
             raise SpecError(
-                f"cannot parse interval {text!r}; expected 'start/end', 'start/P1D' or "
+                f"cannot parse interval {safe_repr(text)}; expected 'start/end', 'start/P1D' or "
                 "'P1D/end', e.g. '2024-01-01/2024-01-02'"
             )
         left, right = (part.strip() for part in text.split("/"))
         if left.upper().startswith("P") and right.upper().startswith("P"):
-            raise SpecError(f"interval {text!r} has two periods; one side must be a timestamp")
+            raise SpecError(
+                f"interval {safe_repr(text)} has two periods; one side must be a timestamp"
+            )
         try:
             if right.upper().startswith("P"):
                 start = to_millis(parse_timestamp(left))
@@ -195,7 +231,7 @@ class Interval:
         except (ValueError, OverflowError) as e:  # SpecError is a ValueError
             # Name the whole input; period arithmetic past year 9999 raises ValueError or
             # OverflowError from datetime.
-            raise SpecError(f"cannot parse interval {text!r}: {e}") from e
+            raise SpecError(f"cannot parse interval {safe_repr(text)}: {e}") from e
 
     @property
     def key(self) -> tuple[int, int]:
@@ -237,6 +273,20 @@ class Interval:
 
     def __lt__(self, other: Interval) -> bool:
         return self.key < other.key
+
+
+def _millis(value: object) -> int:
+    """An interval bound in epoch milliseconds: an integer (numpy's too, not a bool or a
+    float) within the calendar."""
+    number = None
+    if not isinstance(value, bool) and hasattr(type(value), "__index__"):
+        number = operator.index(value)  # type: ignore[arg-type]
+    if number is None or not MIN_MILLIS <= number <= MAX_MILLIS:
+        raise SpecError(
+            "an interval bound must be epoch milliseconds within years 0001-9999, got "
+            + safe_repr(value)
+        )
+    return number
 
 
 ETERNITY = Interval.of_millis(MIN_MILLIS, MAX_MILLIS)

@@ -23,6 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from segmentlake.core.interval import Interval, format_timestamp, parse_timestamp, to_millis
+from segmentlake.core.shard_spec import NON_ROOT_GENERATION_PARTITION_ID_MAX
+from segmentlake.core.spec_reader import (
+    INT32_MAX,
+    StrictEnumType,
+    check_flag,
+    check_int,
+    check_text,
+    safe_repr,
+)
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -37,7 +46,17 @@ __all__ = [
 ]
 
 
-class LockType(enum.Enum):
+class _Strict(enum.Enum, metaclass=StrictEnumType):
+    """An enum whose lookup of an unknown value is a :class:`SpecError` naming the accepted
+    values (a plain Enum raises a bare ValueError)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        accepted = ", ".join(str(m.value) for m in cls)
+        raise SpecError(f"{cls.__name__} {safe_repr(value)} is not one of {accepted}")
+
+
+class LockType(_Strict):
     EXCLUSIVE = "EXCLUSIVE"
     SHARED = "SHARED"
     APPEND = "APPEND"
@@ -54,7 +73,7 @@ _COMPATIBLE = frozenset(
 )
 
 
-class LockGranularity(enum.Enum):
+class LockGranularity(_Strict):
     TIME_CHUNK = "TIME_CHUNK"
     SEGMENT = "SEGMENT"
 
@@ -75,9 +94,7 @@ class LockRequest:
     partition_num: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("group_id", "task_id", "datasource"):
-            if not getattr(self, name):
-                raise SpecError(f"lock request needs a non-empty {name}")
+        _check_lock_fields(self, "lock request")
         if self.interval.is_empty():
             raise SpecError(f"cannot lock the empty interval {self.interval}")
         if self.granularity is LockGranularity.SEGMENT and (
@@ -112,6 +129,15 @@ class TaskLock:
     revoked: bool = False
     acquired_millis: int = field(default=0, compare=False)
 
+    def __post_init__(self) -> None:
+        _check_lock_fields(self, "lock")
+        check_text(self.lock_id, "lock.lock_id")
+        if not isinstance(self.version, str):
+            raise SpecError(f"lock.version must be a string, got {safe_repr(self.version)}")
+        check_int(self.expires_millis, "lock.expires_millis")
+        check_int(self.acquired_millis, "lock.acquired_millis")
+        check_flag(self.revoked, "lock.revoked")
+
     def is_live(self, now_millis: int) -> bool:
         """Held: neither revoked nor expired."""
         return not self.revoked and now_millis < self.expires_millis
@@ -123,6 +149,36 @@ class TaskLock:
         if self.granularity is LockGranularity.SEGMENT:
             return self.interval == interval and self.partition_num == partition_num
         return self.interval.contains(interval)
+
+
+def _check_lock_fields(lock: LockRequest | TaskLock, what: str) -> None:
+    """The fields requests and locks share: each of its type (a lock is compared, stored and
+    keyed by them, so a string priority or lock type would break every rule silently)."""
+    for name in ("group_id", "task_id", "datasource"):
+        check_text(getattr(lock, name), f"{what} {name}", what="a non-empty name")
+    if not isinstance(lock.interval, Interval):
+        raise SpecError(f"{what} interval must be an Interval, got {safe_repr(lock.interval)}")
+    if not isinstance(lock.lock_type, LockType):
+        raise SpecError(
+            f"{what} lock_type must be a LockType ({', '.join(t.value for t in LockType)}), "
+            f"got {safe_repr(lock.lock_type)}"
+        )
+    if not isinstance(lock.granularity, LockGranularity):
+        raise SpecError(
+            f"{what} granularity must be a LockGranularity (TIME_CHUNK, SEGMENT), got "
+            + safe_repr(lock.granularity)
+        )
+    # Druid's priority is a Java int; the lock table keeps it in an INT column.
+    check_int(lock.priority, f"{what} priority", minimum=-INT32_MAX - 1, maximum=INT32_MAX)
+    if lock.version is not None:
+        check_text(lock.version, f"{what} version", what="a non-empty version string")
+    if lock.partition_num is not None:
+        check_int(
+            lock.partition_num,
+            f"{what} partition_num",
+            minimum=0,
+            maximum=NON_ROOT_GENERATION_PARTITION_ID_MAX,
+        )
 
 
 def lock_conflicts(held: TaskLock, request: LockRequest) -> bool:

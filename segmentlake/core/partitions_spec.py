@@ -22,11 +22,18 @@ milliseconds) and every dimension are hashed, as in Druid.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from segmentlake.core.shard_spec import HASH_PARTITION_FUNCTION
+from segmentlake.core.spec_reader import (
+    INT32_MAX,
+    INT64_MAX,
+    check_flag,
+    int_problem,
+    safe_repr,
+)
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -46,20 +53,26 @@ DEFAULT_TARGET_ROWS_PER_SEGMENT = 5_000_000
 _MAX_OVER_TARGET = 1.5
 
 
-def _positive(value: Any, where: str, *, optional: bool = False) -> None:
+def _positive(value: Any, where: str, *, optional: bool = False, maximum: int = INT64_MAX) -> None:
+    """Row counts are Java longs in Druid (BIGINTs in the metadata), shard counts ints."""
     if value is None and optional:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SpecError(f"partitionsSpec.{where} must be a positive integer, got {value!r}")
+    if int_problem(value, minimum=1, maximum=maximum) is not None:
+        raise SpecError(
+            f"partitionsSpec.{where} must be a positive integer, got {safe_repr(value)} "
+            f"(at most {maximum})"
+        )
 
 
 def _dimension_names(value: Any, where: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise SpecError(f"partitionsSpec.{where} must be a list of dimension names, got {value!r}")
+    if not isinstance(value, list | tuple):
+        raise SpecError(
+            f"partitionsSpec.{where} must be a list of dimension names, got {safe_repr(value)}"
+        )
     names = tuple(value)
     for name in names:
         if not isinstance(name, str) or not name or name.startswith("__"):
-            raise SpecError(f"partitionsSpec.{where}: {name!r} is not a dimension name")
+            raise SpecError(f"partitionsSpec.{where}: {safe_repr(name)} is not a dimension name")
     if len(set(names)) != len(names):
         raise SpecError(f"partitionsSpec.{where} names a dimension twice: {list(names)}")
     return names
@@ -101,7 +114,7 @@ class HashedPartitionsSpec:
     partition_function: str = HASH_PARTITION_FUNCTION
 
     def __post_init__(self) -> None:
-        _positive(self.num_shards, "numShards", optional=True)
+        _positive(self.num_shards, "numShards", optional=True, maximum=INT32_MAX)
         _positive(self.target_rows_per_segment, "targetRowsPerSegment", optional=True)
         if self.num_shards is not None and self.target_rows_per_segment is not None:
             raise SpecError(
@@ -117,7 +130,7 @@ class HashedPartitionsSpec:
         )
         if self.partition_function != HASH_PARTITION_FUNCTION:
             raise SpecError(
-                f"partitionsSpec.partitionFunction {self.partition_function!r} is not "
+                f"partitionsSpec.partitionFunction {safe_repr(self.partition_function)} is not "
                 f"supported; segmentlake hashes with {HASH_PARTITION_FUNCTION!r} (Spark SQL's "
                 "pmod(hash(...), numBuckets)); remove the field or set it to that"
             )
@@ -248,55 +261,80 @@ _KEYS: Mapping[str, frozenset[str]] = {
 
 def partitions_spec_from_dict(obj: Mapping[str, Any]) -> PartitionsSpec:
     """Read Druid's ``partitionsSpec`` JSON; unknown types and fields fail with the accepted
-    ones listed."""
+    ones listed. A missing field or a JSON null takes the default; any other value must have
+    the field's type (``"5"`` is not a row count, ``""`` not a dimension list)."""
     if not isinstance(obj, Mapping):
-        raise SpecError(f"partitionsSpec must be an object, got {obj!r}")
+        raise SpecError(f"partitionsSpec must be an object, got {safe_repr(obj)}")
     kind = obj.get("type", "dynamic")
-    if kind not in _KEYS:
+    if not isinstance(kind, str) or kind not in _KEYS:
         raise SpecError(
-            f"partitionsSpec type {kind!r} is not supported; expected one of {sorted(_KEYS)}"
+            f"partitionsSpec type {safe_repr(kind)} is not supported; expected one of "
+            f"{sorted(_KEYS)}"
         )
-    unknown = sorted(set(obj) - _KEYS[kind] - {"type"})
+    names = (k if isinstance(k, str) else safe_repr(k) for k in obj)  # any key sorts
+    unknown = sorted(k for k in names if k not in _KEYS[kind] and k != "type")
     if unknown:
+        default = "" if "type" in obj else ", the default type, as no type is given"
         raise SpecError(
-            f"partitionsSpec ({kind}) fields {unknown} are not supported; accepted: "
+            f"partitionsSpec ({kind}{default}) fields {unknown} are not supported; accepted: "
             f"{sorted(_KEYS[kind])}"
         )
-    if obj.get("assumeGrouped"):
+    if obj.get("assumeGrouped") is not None and check_flag(
+        obj["assumeGrouped"], "partitionsSpec.assumeGrouped"
+    ):
         raise SpecError(
             "partitionsSpec.assumeGrouped is not supported: segmentlake always rolls the input "
             "up itself; remove it or set it to false"
         )
+    return _READERS[kind](obj)
 
-    def get(name: str) -> Any:
-        return obj.get(name)
 
-    if kind == "dynamic":
-        size = get("maxRowsPerSegment")
-        return DynamicPartitionsSpec(
-            DEFAULT_MAX_ROWS_PER_SEGMENT if size is None else size, get("maxTotalRows")
+def _or(value: Any, default: Any) -> Any:
+    # Only a missing field or null takes the default: "" or 0 are values, and wrong ones.
+    return default if value is None else value
+
+
+def _dynamic(obj: Mapping[str, Any]) -> PartitionsSpec:
+    size = _or(obj.get("maxRowsPerSegment"), DEFAULT_MAX_ROWS_PER_SEGMENT)
+    return DynamicPartitionsSpec(size, obj.get("maxTotalRows"))
+
+
+def _hashed(obj: Mapping[str, Any]) -> PartitionsSpec:
+    target = obj.get("targetRowsPerSegment")
+    if target is None:
+        target = obj.get("maxRowsPerSegment")
+    elif obj.get("maxRowsPerSegment") is not None:
+        raise SpecError(
+            "partitionsSpec (hashed): maxRowsPerSegment is Druid's old name for "
+            "targetRowsPerSegment; give only one"
         )
-    if kind == "hashed":
-        target = get("targetRowsPerSegment")
-        if target is None:
-            target = get("maxRowsPerSegment")
-        elif get("maxRowsPerSegment") is not None:
-            raise SpecError(
-                "partitionsSpec (hashed): maxRowsPerSegment is Druid's old name for "
-                "targetRowsPerSegment; give only one"
-            )
-        return HashedPartitionsSpec(
-            get("numShards"),
-            target,
-            get("partitionDimensions") or (),
-            get("partitionFunction") or HASH_PARTITION_FUNCTION,
-        )
-    if kind == "range":
-        return DimensionRangePartitionsSpec(
-            get("partitionDimensions") or (),
-            get("targetRowsPerSegment"),
-            get("maxRowsPerSegment"),
-        )
-    return SingleDimensionPartitionsSpec(
-        get("partitionDimension") or "", get("targetRowsPerSegment"), get("maxRowsPerSegment")
+    return HashedPartitionsSpec(
+        obj.get("numShards"),
+        target,
+        _or(obj.get("partitionDimensions"), ()),
+        _or(obj.get("partitionFunction"), HASH_PARTITION_FUNCTION),
     )
+
+
+def _range(obj: Mapping[str, Any]) -> PartitionsSpec:
+    return DimensionRangePartitionsSpec(
+        _or(obj.get("partitionDimensions"), ()),
+        obj.get("targetRowsPerSegment"),
+        obj.get("maxRowsPerSegment"),
+    )
+
+
+def _single_dim(obj: Mapping[str, Any]) -> PartitionsSpec:
+    return SingleDimensionPartitionsSpec(
+        _or(obj.get("partitionDimension"), ""),
+        obj.get("targetRowsPerSegment"),
+        obj.get("maxRowsPerSegment"),
+    )
+
+
+_READERS: Mapping[str, Callable[[Mapping[str, Any]], PartitionsSpec]] = {
+    "dynamic": _dynamic,
+    "hashed": _hashed,
+    "range": _range,
+    "single_dim": _single_dim,
+}

@@ -31,7 +31,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from segmentlake.core.interval import Interval, Period
+from segmentlake.core.interval import MIN_MILLIS, Interval, Period
+from segmentlake.core.spec_reader import INT32_MAX, check_flag, int_problem, safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -82,21 +83,29 @@ class Rule:
     include_future: bool = True
 
     def __post_init__(self) -> None:
-        if self.type not in _TYPES or _TYPES[self.type][0] != self.kind:
+        if not isinstance(self.type, str) or _TYPES.get(self.type, ("", None))[0] != self.kind:
             known = sorted(t for t, (k, _) in _TYPES.items() if k == self.kind)
-            raise SpecError(f"{self.type!r} is not a {self.kind} rule type; use one of {known}")
+            raise SpecError(
+                f"{safe_repr(self.type)} is not a {self.kind} rule type; use one of {known}"
+            )
         takes = _TYPES[self.type][1]
-        for name in ("period", "interval"):
-            given = getattr(self, name) is not None
-            if given != (takes == name):
+        for name, kind in (("period", Period), ("interval", Interval)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise SpecError(
+                    f"rule {self.type} {name} must be a {kind.__name__}, got {safe_repr(value)}"
+                )
+            if (value is not None) != (takes == name):
                 need = "needs" if takes == name else "takes no"
-                raise SpecError(f"rule {self.type} {need} {name!r}: {self.to_json()}")
-        if not isinstance(self.include_future, bool):
-            raise SpecError(f"rule {self.type} includeFuture must be true or false")
+                raise SpecError(f"rule {self.type} {need} {name!r}")
+        check_flag(self.include_future, f"rule {self.type} includeFuture")
 
     def _recent(self, now_ms: int) -> tuple[int, int]:
         assert self.period is not None
-        return self.period.add_to(now_ms, -1), now_ms
+        try:
+            return self.period.add_to(now_ms, -1), now_ms
+        except SpecError:  # the period reaches before year 1: it covers all the past
+            return MIN_MILLIS, now_ms
 
     def applies_to(self, interval: Interval, now_ms: int) -> bool:
         """Whether the rule matches a segment of ``interval`` at ``now_ms``."""
@@ -148,13 +157,25 @@ class LoadRule(Rule):
 
     def __post_init__(self) -> None:
         Rule.__post_init__(self)
-        for tier, count in self.tiered_replicants:
+        pairs = self.tiered_replicants
+        if not isinstance(pairs, tuple) or not all(
+            isinstance(p, tuple) and len(p) == 2 for p in pairs
+        ):
+            raise SpecError(
+                f"rule {self.type}: tiered_replicants must be (tier, count) pairs, got "
+                + safe_repr(pairs)
+            )
+        for tier, count in pairs:
             if not isinstance(tier, str) or not tier:
-                raise SpecError(f"rule {self.type}: tier names must be non-empty strings")
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise SpecError(
-                    f"rule {self.type}: replicants of tier {tier!r} must be an integer >= 0, "
-                    f"got {count!r}"
+                    f"rule {self.type}: tier names must be non-empty strings, got "
+                    + safe_repr(tier)
+                )
+            # Druid's replicant counts are Java ints.
+            if int_problem(count, minimum=0, maximum=INT32_MAX) is not None:
+                raise SpecError(
+                    f"rule {self.type}: replicants of tier {tier!r} must be an integer >= 0 "
+                    f"(at most {INT32_MAX}), got {safe_repr(count)}"
                 )
 
     @property
@@ -237,41 +258,42 @@ class BroadcastRule(Rule):
 def rule_from_json(data: Mapping[str, Any]) -> Rule:
     """The rule of Druid's rule JSON (``{"type": "loadByPeriod", "period": "P1M", …}``)."""
     if not isinstance(data, Mapping):
-        raise SpecError(f"a rule must be a JSON object, got {data!r}")
-    kind_of = _TYPES.get(str(data.get("type")))
-    if kind_of is None:
-        raise SpecError(f"unknown rule type {data.get('type')!r}; known: {sorted(_TYPES)}")
-    kind, takes = kind_of
+        raise SpecError(f"a rule must be a JSON object, got {safe_repr(data)}")
+    name = data.get("type")
+    if not isinstance(name, str) or name not in _TYPES:
+        raise SpecError(f"unknown rule type {safe_repr(name)}; known: {sorted(_TYPES)}")
+    kind, takes = _TYPES[name]
     allowed = {"type"} | ({takes} if takes else set())
-    if takes == "period" and data["type"] != "dropBeforeByPeriod":
+    if takes == "period" and name != "dropBeforeByPeriod":
         allowed.add("includeFuture")
     if kind == "load":
         allowed |= {"tieredReplicants", "useDefaultTierForNull"}
-    unknown = set(data) - allowed
+    unknown = sorted(k if isinstance(k, str) else safe_repr(k) for k in data if k not in allowed)
     if unknown:
-        raise SpecError(
-            f"rule {data['type']} has unknown keys {sorted(unknown)}; it takes {sorted(allowed)}"
-        )
-    period = _period(data["period"]) if "period" in data else None
-    interval = _interval(data["interval"]) if "interval" in data else None
-    include_future = data.get("includeFuture", True)
+        raise SpecError(f"rule {name} has unknown keys {unknown}; it takes {sorted(allowed)}")
     common: dict[str, Any] = {
-        "period": period,
-        "interval": interval,
-        "include_future": include_future,
+        "period": _period(data["period"]) if "period" in data else None,
+        "interval": _interval(data["interval"]) if "interval" in data else None,
+        "include_future": _flag(data, "includeFuture", name),
     }
     if kind == "load":
+        use_default = _flag(data, "useDefaultTierForNull", name)
         replicants = data.get("tieredReplicants")
         if replicants is None:
-            use_default = data.get("useDefaultTierForNull", True)
             replicants = {DEFAULT_TIER: _DEFAULT_REPLICANTS} if use_default else {}
         if not isinstance(replicants, Mapping):
             raise SpecError(
-                f"rule {data['type']}: tieredReplicants must be an object, got {replicants!r}"
+                f"rule {name}: tieredReplicants must be an object, got {safe_repr(replicants)}"
             )
-        return LoadRule(data["type"], tiered_replicants=_tiers(replicants), **common)
+        return LoadRule(name, tiered_replicants=_tiers(replicants), **common)
     rule_class = DropRule if kind == "drop" else BroadcastRule
-    return rule_class(data["type"], **common)
+    return rule_class(name, **common)
+
+
+def _flag(data: Mapping[str, Any], key: str, rule: str) -> bool:
+    """A flag of rule JSON; missing or null is Druid's default, true."""
+    value = data.get(key)
+    return True if value is None else check_flag(value, f"rule {rule} {key}")
 
 
 def rules_from_json(data: str | Sequence[Mapping[str, Any] | Rule]) -> tuple[Rule, ...]:
@@ -279,11 +301,20 @@ def rules_from_json(data: str | Sequence[Mapping[str, Any] | Rule]) -> tuple[Rul
     if isinstance(data, str):
         try:
             data = json.loads(data)
-        except json.JSONDecodeError as e:
-            raise SpecError(f"rules are not valid JSON: {e}") from None
+        except (ValueError, RecursionError) as e:  # a number of 4300+ digits; deep nesting
+            raise SpecError(f"rules are not valid JSON: {safe_repr(e)}") from None
     if not isinstance(data, Sequence) or isinstance(data, str | bytes):
-        raise SpecError(f"rules must be a JSON list of rule objects, got {data!r}")
-    return tuple(r if isinstance(r, Rule) else rule_from_json(r) for r in data)
+        raise SpecError(f"rules must be a JSON list of rule objects, got {safe_repr(data)}")
+    return tuple(_rule(r, i) for i, r in enumerate(data))
+
+
+def _rule(data: Mapping[str, Any] | Rule, index: int) -> Rule:
+    if isinstance(data, Rule):
+        return data
+    try:
+        return rule_from_json(data)
+    except SpecError as e:
+        raise SpecError(f"rules[{index}]: {e}") from None
 
 
 def rules_to_json(rules: Sequence[Rule]) -> list[dict[str, Any]]:
@@ -318,6 +349,11 @@ def match_rules(
 def _tiers(replicants: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
     if replicants is None:
         return ((DEFAULT_TIER, _DEFAULT_REPLICANTS),)
+    if not isinstance(replicants, Mapping):
+        raise SpecError(f"tiered replicants must be a mapping, got {safe_repr(replicants)}")
+    bad = [t for t in replicants if not isinstance(t, str)]
+    if bad:  # checked before sorting: names of mixed types do not sort
+        raise SpecError(f"tier names must be non-empty strings, got {safe_repr(bad[0])}")
     return tuple(sorted(replicants.items()))
 
 
@@ -325,7 +361,9 @@ def _period(value: str | Period) -> Period:
     if isinstance(value, Period):
         return value
     if not isinstance(value, str):
-        raise SpecError(f"a rule period must be an ISO-8601 string such as 'P1M', got {value!r}")
+        raise SpecError(
+            f"a rule period must be an ISO-8601 string such as 'P1M', got {safe_repr(value)}"
+        )
     return Period.parse(value)
 
 
@@ -333,7 +371,7 @@ def _interval(value: str | Interval) -> Interval:
     if isinstance(value, Interval):
         return value
     if not isinstance(value, str):
-        raise SpecError(f"a rule interval must be an ISO interval string, got {value!r}")
+        raise SpecError(f"a rule interval must be an ISO interval string, got {safe_repr(value)}")
     return Interval.parse(value)
 
 

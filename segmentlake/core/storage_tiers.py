@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from segmentlake.core.spec_reader import (
+    INT32_MAX,
+    check_flag,
+    check_int,
+    check_number,
+    safe_repr,
+)
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -67,22 +74,19 @@ class Volume:
 
     def __post_init__(self) -> None:
         for label, value in (("name", self.name), ("tier", self.tier)):
-            if not isinstance(value, str) or not _NAME.match(value):
+            if not isinstance(value, str) or not _NAME.fullmatch(value):
                 raise SpecError(
-                    f"volume {label} {value!r} is not a valid name; use 1-128 letters, digits, "
-                    "'_', '.' or '-', starting with a letter or digit (e.g. 'hot-1')"
+                    f"volume {label} {safe_repr(value)} is not a valid name; use 1-128 letters, "
+                    "digits, '_', '.' or '-', starting with a letter or digit (e.g. 'hot-1')"
                 )
+        where = f"volume {self.name!r}"
         if not isinstance(self.path, str) or not self.path.strip():
-            raise SpecError(f"volume {self.name!r} needs a non-empty path, got {self.path!r}")
-        if not _is_int(self.capacity_bytes) or self.capacity_bytes <= 0:
-            raise SpecError(
-                f"volume {self.name!r} capacity_bytes must be a positive integer, got "
-                f"{self.capacity_bytes!r}"
-            )
-        if not isinstance(self.decommissioning, bool):
-            raise SpecError(f"volume {self.name!r} decommissioning must be true or false")
-        if not _is_int(self.priority):
-            raise SpecError(f"volume {self.name!r} priority must be an integer")
+            raise SpecError(f"{where} needs a non-empty path, got {safe_repr(self.path)}")
+        # Sizes are BIGINTs (the coordinator sums them in int64 arrays): check_int's bound.
+        check_int(self.capacity_bytes, f"{where} capacity_bytes (capacityBytes)", minimum=1)
+        check_flag(self.decommissioning, f"{where} decommissioning")
+        # druid.server.priority is a Java int.
+        check_int(self.priority, f"{where} priority", minimum=-INT32_MAX - 1, maximum=INT32_MAX)
 
     def to_json(self) -> dict[str, Any]:
         """Druid-style JSON (camelCase keys)."""
@@ -99,12 +103,10 @@ class Volume:
     def from_json(cls, data: Mapping[str, Any]) -> Volume:
         """The volume of :meth:`to_json`'s JSON; unknown keys are an error."""
         known = {"name", "tier", "path", "capacityBytes", "decommissioning", "priority"}
-        unknown = set(data) - known
-        if unknown:
-            raise SpecError(f"unknown volume keys {sorted(unknown)}; known: {sorted(known)}")
+        _check_keys(data, known, "volume")
         missing = {"name", "tier", "path", "capacityBytes"} - set(data)
         if missing:
-            raise SpecError(f"volume JSON lacks {sorted(missing)}: {dict(data)}")
+            raise SpecError(f"volume JSON lacks {sorted(missing)}: {safe_repr(data)}")
         return cls(
             name=data["name"],
             tier=data["tier"],
@@ -158,42 +160,38 @@ class CoordinatorConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_segments_in_node_loading_queue) or (
-            self.max_segments_in_node_loading_queue < 1
-        ):
-            raise SpecError(
-                "maxSegmentsInNodeLoadingQueue must be a positive integer, got "
-                f"{self.max_segments_in_node_loading_queue!r}"
-            )
-        percents = (
-            self.loading_min_percent,
-            self.decommissioning_min_percent,
-            self.balancing_min_percent,
+        check_int(
+            self.max_segments_in_node_loading_queue,
+            "maxSegmentsInNodeLoadingQueue",
+            minimum=1,
+            maximum=INT32_MAX,
         )
-        if not all(_is_int(p) and 0 <= p <= 100 for p in percents) or sum(percents) > 100:
+        percents = {
+            "loadingMinPercent": self.loading_min_percent,
+            "decommissioningMinPercent": self.decommissioning_min_percent,
+            "balancingMinPercent": self.balancing_min_percent,
+        }
+        for key, percent in percents.items():
+            check_int(percent, key, minimum=0, maximum=100)
+        if sum(percents.values()) > 100:
             raise SpecError(
-                f"loading/decommissioning/balancingMinPercent must be integers in 0..100 "
-                f"summing to at most 100, got {percents}; Druid's defaults are (70, 10, 20)"
+                "loadingMinPercent, decommissioningMinPercent and balancingMinPercent must be "
+                f"integers summing to at most 100, got {tuple(percents.values())}; Druid's "
+                "defaults are (70, 10, 20)"
             )
-        if not _is_int(self.max_segments_to_move) or self.max_segments_to_move < 0:
-            raise SpecError(
-                f"maxSegmentsToMove must be a non-negative integer, got "
-                f"{self.max_segments_to_move!r}"
-            )
-        if not isinstance(self.segment_loading_max_seconds_before_alerting, int | float) or (
-            self.segment_loading_max_seconds_before_alerting < 0
-        ):
-            raise SpecError("segmentLoadingMaxSecondsBeforeAlerting must be a number >= 0")
-        if not isinstance(self.balancer_min_cost_reduction, int | float) or not (
-            0 <= self.balancer_min_cost_reduction < 1
-        ):
-            raise SpecError(
-                "balancerMinCostReduction must be a fraction in [0, 1), got "
-                f"{self.balancer_min_cost_reduction!r}"
-            )
-        kill = self.kill_unused_after_seconds
-        if kill is not None and (not isinstance(kill, int | float) or kill < 0):
-            raise SpecError(f"killUnusedAfterSeconds must be null or >= 0, got {kill!r}")
+        check_int(self.max_segments_to_move, "maxSegmentsToMove", minimum=0, maximum=INT32_MAX)
+        check_number(
+            self.segment_loading_max_seconds_before_alerting,
+            "segmentLoadingMaxSecondsBeforeAlerting",
+            minimum=0,
+        )
+        check_number(
+            self.balancer_min_cost_reduction, "balancerMinCostReduction", minimum=0, below=1
+        )
+        if self.kill_unused_after_seconds is not None:
+            check_number(self.kill_unused_after_seconds, "killUnusedAfterSeconds", minimum=0)
+        # numpy seeds its generator with non-negative integers.
+        check_int(self.seed, "seed", minimum=0)
 
     def queue_share(self, reason: LoadReason) -> int:
         """The slots of a volume's load queue guaranteed to ``reason``."""
@@ -211,13 +209,15 @@ class CoordinatorConfig:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CoordinatorConfig:
         """The config of Druid-style JSON; missing keys keep their defaults."""
-        unknown = set(data) - set(_CONFIG_KEYS)
-        if unknown:
-            raise SpecError(
-                f"unknown coordinator config keys {sorted(unknown)}; known: {sorted(_CONFIG_KEYS)}"
-            )
+        _check_keys(data, _CONFIG_KEYS, "coordinator config")
         return cls(**{_CONFIG_KEYS[k]: v for k, v in data.items()})
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _check_keys(data: object, known: Iterable[str], what: str) -> None:
+    """``data`` is a JSON object with only ``known`` keys."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{what} JSON must be an object, got {safe_repr(data)}")
+    accepted = set(known)
+    unknown = sorted(k if isinstance(k, str) else safe_repr(k) for k in data if k not in accepted)
+    if unknown:
+        raise SpecError(f"unknown {what} keys {unknown}; known: {sorted(accepted)}")

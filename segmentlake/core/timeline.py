@@ -27,7 +27,15 @@ from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import SpecError
 
-__all__ = ["TimelineObjectHolder", "VersionedIntervalTimeline"]
+__all__ = [
+    "OVERSHADOWED",
+    "STANDBY",
+    "VISIBLE",
+    "TimelineObjectHolder",
+    "VersionedIntervalTimeline",
+]
+
+VISIBLE, OVERSHADOWED, STANDBY = "visible", "overshadowed", "standby"
 
 _RootKey = tuple[int, int, int]  # (start root, end root, minor version) of an AUG
 
@@ -382,6 +390,16 @@ class VersionedIntervalTimeline:
                     if self._overshadowed_in(seg, overlapping):
                         found.append(seg)
         return found
+
+    def visibility_states(self) -> dict[DataSegment, str]:
+        """Every held segment's state, as Druid's OvershadowableManager names them:
+        ``visible`` (it serves some instant; a visible tombstone hides what is under it),
+        ``overshadowed`` (:meth:`is_overshadowed`: cleanup may mark it unused) or ``standby``
+        (neither: e.g. part of a chunk or atomic update group that is not complete yet)."""
+        states = dict.fromkeys(self.find_fully_overshadowed(), OVERSHADOWED)
+        for _, _, chunk in self._pieces(ETERNITY.start_millis, ETERNITY.end_millis):
+            states.update(dict.fromkeys(chunk.visible(), VISIBLE))
+        return {segment: states.get(segment, STANDBY) for segment in self}
 
     def _overshadowed_in(self, segment: DataSegment, pieces: list[tuple[int, int, _Chunk]]) -> bool:
         start, end = segment.interval.key

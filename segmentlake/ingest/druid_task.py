@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 from segmentlake.core.druid_task import DruidIngestTask, InputFormat, LocalInputSource
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
-from segmentlake.errors import BadRowsError, SpecError
+from segmentlake.errors import BadRowsError, NotFound, SpecError
 from segmentlake.ingest.parse import (
     CHUNK,
     FILTERED,
@@ -79,7 +79,7 @@ def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = N
         return lake.append(frame, task.datasource, task.spec, interval=task.interval, **options)
     interval = task.interval
     assert interval is not None  # DruidIngestTask requires intervals for an overwrite
-    if task.drop_existing or not lake.used_segments(task.datasource, interval):
+    if task.drop_existing or not _used_segments(lake, task.datasource, interval):
         # Nothing to keep in chunks without rows: replacing the whole interval is the same.
         return lake.overwrite(frame, task.datasource, task.spec, interval=interval, **options)
     frame = frame.persist()  # read once for the chunk job and once for the write
@@ -90,6 +90,14 @@ def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = N
         return lake.overwrite(frame, task.datasource, task.spec, interval=chunks, **options)
     finally:
         frame.unpersist()
+
+
+def _used_segments(lake: Lake, datasource: str, interval: Interval) -> list[Any]:
+    """The used segments in ``interval``; none for a datasource (or warehouse) not there yet."""
+    try:
+        return lake.used_segments(datasource, interval)
+    except NotFound:
+        return []
 
 
 # -- files ---------------------------------------------------------------------------------

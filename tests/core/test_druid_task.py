@@ -339,7 +339,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
         r"spec\.tuningConfig\.someFutureKnob: not supported; accepted here: .*maxParseExceptions",
         r"spec\.dataSchema\.dimensionsSpec\.spatialDimensions: spatial dimensions are not",
         r"spec\.dataSchema\.dimensionsSpec\.dimensions\[8\]\.multiValueHandling: multi-value",
-        r"spec\.dataSchema\.metricsSpec\[4\]\.type: aggregator \"thetaSketch\" is not supported",
+        r"spec\.dataSchema\.metricsSpec\[4\]\.type: unknown aggregator type 'thetaSketch'",
         r"spec\.dataSchema\.transformSpec\.filter\.type: filter type 'regex' is not supported",
         r"spec\.dataSchema\.granularitySpec\.intervals: the intervals cover 2 separate runs",
         r"spec\.dataSchema\.timestampSpec\.missingValue: not supported",

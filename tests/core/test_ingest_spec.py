@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import logging
+import re
 from typing import Any
 
 import pytest
@@ -84,7 +87,7 @@ def test_defaults_discover_dimensions_and_bucket_by_day() -> None:
         (lambda s: s["timestampSpec"].update(format="yyyy"), r"timestampSpec.format 'yyyy'"),
         (lambda s: s["metricsSpec"].append({"type": "avg", "name": "x"}), r"unknown aggregator"),
         (lambda s: s["metricsSpec"].append({"type": "longSum", "name": "x"}), r"needs a fieldName"),
-        (lambda s: s["metricsSpec"].append({"name": "x"}), r"metricsSpec\[3\] lacks 'type'"),
+        (lambda s: s["metricsSpec"].append({"name": "x"}), r"metricsSpec\[3\]\.type: is required"),
         (lambda s: s["metricsSpec"].append({"type": "count", "name": "edits"}), r"appears twice"),
         (
             lambda s: s["metricsSpec"].append({"type": "count", "name": "page"}),
@@ -95,7 +98,7 @@ def test_defaults_discover_dimensions_and_bucket_by_day() -> None:
             lambda s: s["metricsSpec"].append(
                 {"type": "HLLSketchBuild", "name": "u2", "fieldName": "u", "lgK": 30}
             ),
-            r"lgK must be within",
+            r"metricsSpec\[3\]\.lgK: must be an integer in 4\.\.21, got 30",
         ),
         (
             lambda s: s["granularitySpec"].update(
@@ -106,12 +109,13 @@ def test_defaults_discover_dimensions_and_bucket_by_day() -> None:
         (lambda s: s["granularitySpec"].update(segmentGranularity="none"), r"cannot be NONE"),
         (lambda s: s["granularitySpec"].update(segmentGranularity="fortnight"), r"unknown granul"),
         (lambda s: s["dimensionsSpec"].update(dimensions=["a", "a"]), r"'a' appears twice"),
-        (lambda s: s["transformSpec"].update(filter={"type": "selector"}), r"Spark SQL expression"),
+        (
+            lambda s: s["transformSpec"].update(filter={"type": "selector"}),
+            r"transformSpec\.filter\.dimension: must be a column name",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(mutate: Any, message: str) -> None:
-    import copy
-
     schema = copy.deepcopy(WIKI["dataSchema"])
     mutate(schema)
 
@@ -129,11 +133,11 @@ def test_bad_specs_name_the_field(mutate: Any, message: str) -> None:
         ),
         (
             {"partitionsSpec": {"type": "dynamic"}, "forceGuaranteedRollup": True},
-            r"forceGuaranteedRollup=True contradicts",
+            r"tuningConfig\.forceGuaranteedRollup: true contradicts partitionsSpec type 'dynamic'",
         ),
         ({"partitionsSpec": {"maxRowsPerSegment": 0}}, r"maxRowsPerSegment must be a positive"),
         ({"partitionsSpec": {"maxTotalRows": -1}}, r"maxTotalRows must be a positive"),
-        ({"maxParseExceptions": -1}, r"maxParseExceptions must be >= 0"),
+        ({"maxParseExceptions": -1}, r"tuningConfig\.maxParseExceptions: must be an integer >= 0"),
     ],
 )
 def test_bad_tuning_names_the_field(tuning: dict[str, Any], message: str) -> None:
@@ -151,3 +155,137 @@ def test_specs_are_frozen_and_hashable() -> None:
     assert hash(spec) == hash(IngestionSpec.from_dict(WIKI))
     with pytest.raises(AttributeError):
         spec.max_parse_exceptions = 3  # type: ignore[misc]
+
+
+# -- the strict reader (issue 19: hostile input) ---------------------------------------------
+
+README_SPEC: dict[str, Any] = {
+    **WIKI["dataSchema"],
+    "tuningConfig": WIKI["tuningConfig"],
+}
+
+
+def test_every_form_reads_the_same_spec() -> None:
+    spec = IngestionSpec.from_dict(WIKI)
+    task = {
+        "type": "index_parallel",
+        "id": "t1",
+        "spec": {
+            "dataSchema": {"dataSource": "wiki", **WIKI["dataSchema"]},
+            "ioConfig": {"type": "index_parallel", "inputSource": {"type": "http"}},
+            "tuningConfig": {"type": "index_parallel", **WIKI["tuningConfig"]},
+        },
+        "context": {"priority": 5},
+    }
+    assert IngestionSpec.from_dict(README_SPEC) == spec  # tuningConfig next to the keys
+    assert IngestionSpec.from_dict(task) == spec
+    assert IngestionSpec.from_dict(spec.to_dict()) == spec
+    old_form = {**task["spec"], "type": "index_parallel"}  # type: ignore[dict-item]
+    assert IngestionSpec.from_dict(old_form) == spec
+
+
+def test_druid_filter_json_and_typed_dimensions_are_read() -> None:
+    schema = {
+        "dimensionsSpec": {"dimensions": ["page", {"type": "long", "name": "n"}]},
+        "transformSpec": {
+            "filter": {
+                "type": "or",
+                "fields": [
+                    {"type": "selector", "dimension": "page", "value": "Main"},
+                    {"type": "bound", "dimension": "n", "lower": "10", "ordering": "numeric"},
+                ],
+            }
+        },
+    }
+    spec = IngestionSpec.from_dict(schema)
+    assert spec.dimensions_spec.dimensions == ("page", "n")
+    assert spec.transform_spec.filter == (
+        "((CAST(`page` AS STRING) = 'Main') OR (try_cast(`n` AS DOUBLE) >= 10.0))"
+    )
+
+
+def test_keys_without_effect_here_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    spec = {
+        "dataSchema": {"dataSource": "wiki", **WIKI["dataSchema"]},
+        "ioConfig": {"type": "index_parallel"},
+        "tuningConfig": {"maxRowsInMemory": 1000, "partitionsSpec": {"type": "dynamic"}},
+    }
+    with caplog.at_level(logging.INFO, logger="segmentlake.core.ingest_spec"):
+        IngestionSpec.from_dict(spec)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for path in ("dataSchema.dataSource", "ioConfig", "tuningConfig.maxRowsInMemory"):
+        assert f"{path} has no effect on Spark: " in logged
+
+
+def test_all_problems_come_in_one_error_each_with_its_path() -> None:
+    schema = copy.deepcopy(WIKI)
+    schema["dataSchema"]["timestampSpec"]["formt"] = "iso"
+    schema["dataSchema"]["granularitySpec"]["rollup"] = "false"
+    schema["dataSchema"]["dimensionsSpec"]["dimensions"] = "abc"
+    schema["dataSchema"]["metricsSpec"][2]["lgK"] = "12"
+    schema["tuningConfig"]["maxParseExceptions"] = "abc"
+    schema["tuningConfig"]["partitionsSpec"]["maxRowsPerSegment"] = "5"
+
+    with pytest.raises(SpecError) as caught:
+        IngestionSpec.from_dict(schema)
+
+    message = str(caught.value)
+    assert message.startswith("this ingestion spec cannot be used (6 problems)")
+    for expected in (
+        "dataSchema.timestampSpec.formt: not supported; accepted here: column, format",
+        'dataSchema.granularitySpec.rollup: must be true or false, got "false"',
+        'dataSchema.dimensionsSpec.dimensions: must be a list, got "abc"',
+        'dataSchema.metricsSpec[2].lgK: must be an integer in 4..21, got "12"',
+        'tuningConfig.maxParseExceptions: must be an integer >= 0, got "abc"',
+        "tuningConfig.partitionsSpec: partitionsSpec.maxRowsPerSegment must be a positive",
+    ):
+        assert expected in message, f"{expected!r} not in:\n{message}"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"metricsSpec": [{"type": "count", "name": "n", "lgK": 12}]}, r"\[0\]\.lgK: not supp"),
+        ({"partitionsSpec": {}, "tuningConfig": {"partitionsSpec": {}}}, r"given twice"),
+        (
+            {"granularitySpec": {"queryGranularity": {"type": "day", "timeZone": "UTC"}}},
+            r"only Druid's",
+        ),
+        ({"granularitySpec": {"intervals": "2024-01-01/P1D"}}, r"intervals: must be a list"),
+        ({"tuningConfig": {"type": "index_hadoop"}}, r"task type \"index_hadoop\""),
+        ({"spec": {"dataSchema": {}, "tuningConfig": {}}, "tuningConfig": {}}, r"^.*- tuningC"),
+        ({"transformSpec": {"filter": 5}}, r"transformSpec\.filter: must be a Spark SQL"),
+        ({"transformSpec": {"filter": ""}}, r"transformSpec: transformSpec\.filter must be"),
+    ],
+)
+def test_what_the_lax_reader_let_through_is_refused(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=re.compile(message, re.MULTILINE)):
+        IngestionSpec.from_dict(spec)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: GranularitySpec(rollup="false"),  # type: ignore[arg-type]
+        lambda: GranularitySpec(segment_granularity="fortnight"),  # type: ignore[arg-type]
+        lambda: MetricSpec("HLLSketchBuild", "u", "u", lg_k="12"),  # type: ignore[arg-type]
+        lambda: MetricSpec("HLLSketchBuild", "u", "u", lg_k=True),
+        lambda: MetricSpec("longSum", "s", "x", lg_k=14),  # lgK is for HLL sketches only
+        lambda: MetricSpec("longSum", "s", 5),  # type: ignore[arg-type]
+        lambda: MetricSpec(["count"], "c"),  # type: ignore[arg-type]
+        lambda: IngestionSpec(max_parse_exceptions=True),
+        lambda: IngestionSpec(max_parse_exceptions=2**64),
+        lambda: IngestionSpec(metrics=[{"type": "count"}]),  # type: ignore[list-item]
+        lambda: IngestionSpec(partitions_spec={"type": "dynamic"}),  # type: ignore[arg-type]
+        lambda: DimensionsSpec(dimensions="abc"),  # type: ignore[arg-type]
+        lambda: DimensionsSpec(dimensions=5),  # type: ignore[arg-type]
+        lambda: DimensionsSpec(("a",), exclusions="b"),  # type: ignore[arg-type]
+        lambda: TimestampSpec(format=["iso"]),  # type: ignore[arg-type]
+        lambda: TransformSpec(transforms="x"),  # type: ignore[arg-type]
+        lambda: TransformSpec(filter=" "),
+        lambda: ExpressionTransform("x", 5),  # type: ignore[arg-type]
+    ],
+)
+def test_the_dataclasses_refuse_wrong_types(build: Any) -> None:
+    with pytest.raises(SpecError):
+        build()

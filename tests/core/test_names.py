@@ -84,13 +84,16 @@ def test_allowed_iff_a_safe_path_segment(name: str) -> None:
         allowed = False
     assert allowed == expected
     if allowed:
-        assert name not in (".", "..") and "/" not in name and "\\" not in name
+        assert name not in (".", "..")
+        assert "/" not in name
+        assert "\\" not in name
 
 
 @given(st.text(max_size=30))
 def test_quoting_round_trips(text: str) -> None:
     quoted = quote_identifier(text)
-    assert quoted.startswith("`") and quoted.endswith("`")
+    assert quoted.startswith("`")
+    assert quoted.endswith("`")
     assert quoted[1:-1].replace("``", "").count("`") == 0
     literal = sql_string(text)
     assert literal[0] == literal[-1] == "'"

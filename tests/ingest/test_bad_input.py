@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from segmentlake.errors import BadRowsError, SpecError
+from segmentlake.errors import BadRowsError, NotFound, SpecError
 from segmentlake.lake import Lake
 from tests.ingest.conftest import edits, spec
 
@@ -110,8 +110,8 @@ def test_bad_specs_fail_before_any_work(
 ) -> None:
     with pytest.raises(SpecError, match=message):
         lake.append(edits(spark, [GOOD]), ds, {**spec(), **change})
-    assert lake.tasks(ds) == []  # nothing ran: no task, no lock
-    assert lake.locks(ds) == []
+    with pytest.raises(NotFound):  # nothing ran: no task, no lock, no datasource
+        lake.tasks(ds)
 
 
 def test_overwrite_interval_must_be_whole_chunks(spark: SparkSession, lake: Lake, ds: str) -> None:
