@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from segmentlake.core.compaction_jobs import DEFAULT_GROUP, ChunkView, SelectionState
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.spec_reader import check_int, check_number, check_text
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -154,12 +155,9 @@ class RatioPlanner:
     groups: tuple[tuple[str, int | None], ...] = ((DEFAULT_GROUP, None),)
 
     def __post_init__(self) -> None:
-        if self.ratio < 1.0:
-            raise SpecError(f"ratio must be >= 1.0 (e.g. 3.0), got {self.ratio}")
-        if self.max_segments_per_job < 2:
-            raise SpecError(f"max_segments_per_job must be >= 2, got {self.max_segments_per_job}")
-        if self.max_rows_per_segment < 1:
-            raise SpecError(f"max_rows_per_segment must be >= 1, got {self.max_rows_per_segment}")
+        check_number(self.ratio, "ratio (e.g. 3.0)", minimum=1.0)
+        check_int(self.max_segments_per_job, "max_segments_per_job", minimum=2)
+        check_int(self.max_rows_per_segment, "max_rows_per_segment", minimum=1)
         if not self.groups or self.groups[-1][1] is not None:
             raise SpecError(
                 f"groups must end with one without a size limit, e.g. [('small', 10**8), "
@@ -258,6 +256,10 @@ class FingerprintSelector:
     max_rows_per_segment: int = 5_000_000
     name: str = "fingerprint"
 
+    def __post_init__(self) -> None:
+        check_int(self.max_rows_per_segment, "max_rows_per_segment", minimum=1)
+        check_text(self.name, "selector name")
+
     def config(self) -> Mapping[str, Any]:
         return {"type": "fingerprint", "maxRowsPerSegment": self.max_rows_per_segment}
 
@@ -286,8 +288,10 @@ class MaskedRowsSelector:
     name: str = "masked_rows"
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.threshold <= 1.0:
+        check_number(self.threshold, "threshold", maximum=1.0)
+        if not self.threshold > 0.0:
             raise SpecError(f"threshold must be in (0, 1], e.g. 0.5; got {self.threshold}")
+        check_text(self.name, "selector name")
 
     def config(self) -> Mapping[str, Any]:
         return {"type": "masked_rows", "threshold": self.threshold}

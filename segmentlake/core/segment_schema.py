@@ -14,6 +14,7 @@ from typing import Any
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec, metric_from_json, metric_json
+from segmentlake.core.spec_reader import check_flag
 from segmentlake.errors import SpecError
 
 __all__ = ["SegmentSchema", "combining_metric"]
@@ -54,6 +55,7 @@ class SegmentSchema:
     def __post_init__(self) -> None:
         object.__setattr__(self, "aggregators", tuple(self.aggregators))
         object.__setattr__(self, "query_granularity", Granularity.parse(self.query_granularity))
+        check_flag(self.rollup, "schema.rollup")
         for metric in self.aggregators:
             if not isinstance(metric, MetricSpec):
                 raise SpecError(f"a segment schema's aggregators are MetricSpecs, got {metric!r}")
@@ -82,5 +84,5 @@ class SegmentSchema:
         return cls(
             tuple(metric_from_json(m, i) for i, m in enumerate(aggregators)),
             Granularity.parse(data.get("queryGranularity", "NONE")),
-            bool(data.get("rollup", True)),
+            check_flag(data.get("rollup", True), "schema.rollup"),
         )
