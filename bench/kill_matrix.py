@@ -34,7 +34,8 @@ logger = logging.getLogger("kill_matrix")
 
 def table(outcomes: list[Outcome]) -> str:
     lines = [
-        "| operation | crash point | readers saw | visible segments missing rows | re-run "
+        "| operation | crash point | readers saw (old or new state, whole) "
+        "| visible segments missing rows | re-run "
         "| orphans before → after kill | final state exact |",
         "|---|---|---|---|---|---|---|",
     ]
