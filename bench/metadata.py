@@ -1,252 +1,488 @@
-"""Benchmark of the metadata store: latency of lock, allocate, publish; timeline load; contention.
+"""Benchmark of the metadata store (delta-rs, no JVM): latency, scale, contention, upkeep.
 
-Run from the repository root (a local warehouse under /tmp is created and removed):
+Run from the repository root (warehouses under /tmp are created and removed):
 
-    .venv/bin/python bench/metadata.py                 # everything
-    .venv/bin/python bench/metadata.py --skip-contention --segments 20000
+    .venv/bin/python bench/metadata.py latency       # p50/p99 on a partition of 10^5 records
+    .venv/bin/python bench/metadata.py scale         # the curve at 10^3..10^6 segments
+    .venv/bin/python bench/metadata.py contention    # 8 processes on distinct chunks, 4 on one
+    .venv/bin/python bench/metadata.py upkeep        # 10^5 commits, then size and read time
+    .venv/bin/python bench/metadata.py all
 
-Reported, with the issue's targets:
-
-* p50/p99 latency of ``try_lock`` (exclusive time chunk), ``allocate`` (one append id + its
-  segment lock), ``publish`` of 1 segment, and ``publish`` of 10,000 segments (one commit);
-* loading the timeline of a datasource with ``--segments`` (default 100,000) used segments,
-  cold (a new ``Lake``) and warm;
-* the plain Delta way of one metadata change in the same run: read the partition, then a
-  one-row MERGE (the path the store used before it committed through Delta's transaction API);
-* committed transactions/s and retries with ``--processes`` (default 4) separate Spark drivers
-  allocating into the same chunk for ``--seconds`` seconds; afterwards every allocated id is
-  checked: no duplicate, no gap, none lost.
+* **latency**: a datasource partition pre-filled with ``--records`` (10^5) used segment
+  records over 1,000 days; then p50/p99 of ``try_lock`` (an exclusive lock on a day that has
+  segments), ``allocate`` (one append id and its segment lock), ``publish(1)`` and
+  ``publish(10^4)`` (one commit), and allocating 10^4 ids in one commit. The plain way a
+  Delta user would write the same change is a conditional MERGE of one row into a Delta
+  table of that shape and size (delta-rs's ``merge`` with ``when_not_matched_insert``: the
+  best plain way without a JVM; Spark SQL MERGE takes 1.5 s, DESIGN §6b), measured in the
+  same run; ratio = segmentlake / plain.
+* **scale**: for 10^3, 10^4, 10^5 and 10^6 segments in a fresh warehouse: allocate them in one
+  commit, publish them in one commit, then load the timeline cold in a new process (the call
+  itself and the process from start to answer) and that process's memory per segment.
+* **contention**: ``--writers`` (8) processes allocating ids on distinct chunks of one
+  datasource, then 4 on one chunk, for ``--seconds`` each; every allocated id is checked
+  (no duplicate, no gap per chunk, as many as the writers reported); commits/s, decisions
+  redone, the longest wait. The plain baseline is the same allocation as a MERGE-based id
+  counter per chunk in a Delta table (insert-if-absent of the next id, retried on conflict).
+* **upkeep**: ``--commits`` (10^5) small commits from ``--writers`` processes; then the
+  table's files, bytes and log entries, and a cold read of the partition in a new process.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import multiprocessing as mp
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from segmentlake import DataSegment, Interval, Lake, NumberedShardSpec
-from segmentlake.metadata.allocation import AllocateRequest
-from segmentlake.metadata.records import PENDING
-from segmentlake.spark.session import spark_session
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+from segmentlake.core.interval import Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import NumberedShardSpec
+from segmentlake.lake import Lake
+from segmentlake.metadata.allocation import AllocateRequest
+from segmentlake.metadata.records import PENDING, segment_row
+from segmentlake.metadata.store import Change, now_ms
+from segmentlake.metadata.transaction import recording_commits
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+EPOCH = Interval.parse("2020-01-01/P1D").start_millis
+
+
+def day(i: int) -> Interval:
+    return Interval.of_millis(EPOCH + i * DAY_MS, EPOCH + (i + 1) * DAY_MS)
+
+
+def hour(i: int) -> Interval:
+    return Interval.of_millis(EPOCH + i * HOUR_MS, EPOCH + (i + 1) * HOUR_MS)
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {
-        "p50": statistics.median(ordered),
-        "p99": ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))],
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p99_ms": round(ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))] * 1000, 1),
         "n": len(ordered),
     }
 
 
-def timed(fn, repeat: int) -> list[float]:  # type: ignore[no-untyped-def]
+def fill(lake: Lake, datasource: str, records: int, days: int) -> float:
+    """``records`` used segment records over ``days`` days, committed in one go; seconds."""
+    lake.metadata.create()
+    per_day = max(1, records // days)
+    version = "2020-01-01T00:00:00.000Z"
+    at = now_ms()
+    started = time.perf_counter()
+    changes = [
+        Change(
+            "insert",
+            segment_row(
+                DataSegment(
+                    datasource,
+                    day(i // per_day),
+                    version,
+                    NumberedShardSpec(i % per_day, per_day),
+                    load_spec={"type": "delta", "segment": f"k{i}"},
+                    num_rows=100,
+                    size=10_000,
+                ),
+                used=True,
+                now_ms=at,
+                visibility="visible",
+            ),
+        )
+        for i in range(records)
+    ]
+    state = lake.metadata.read(datasource)
+    lake.metadata.commit(state, changes, commit_id="fill", operation="fill")
+    return time.perf_counter() - started
+
+
+# -- latency --------------------------------------------------------------------------------
+
+
+def latency(records: int, repeat: int) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="bench-metadata-"))
+    try:
+        lake = Lake(None, str(root / "wh"))
+        ds = "bench"
+        filled = fill(lake, ds, records, days=1000)
+        lake.metadata.upkeep(ds, min_files=1)
+        out: dict[str, Any] = {"records": records, "fill_s": round(filled, 2)}
+
+        def lock(i: int) -> None:
+            assert lake.try_lock(ds, day(i), group_id=f"lock-{i}").granted
+
+        def alloc(i: int) -> None:
+            lake.allocate(ds, [AllocateRequest(day(500 + i), f"seq-{i}")], group_id=f"a-{i}")
+
+        publish_times = []
+
+        def publish_one(i: int) -> None:
+            (pending,) = lake.allocate(ds, [AllocateRequest(day(800 + i), "p")], group_id=f"p{i}")
+            sid = pending.segment_id
+            seg = DataSegment(
+                ds, sid.interval, sid.version, NumberedShardSpec(sid.partition_num, 0),
+                load_spec={"type": "delta", "segment": f"p{i}"}, num_rows=1,
+            )  # fmt: skip
+            started = time.perf_counter()
+            lake.publish(ds, [seg], group_id=f"p{i}")
+            publish_times.append(time.perf_counter() - started)
+
+        out["try_lock"] = percentiles(timed(lock, repeat))
+        out["allocate"] = percentiles(timed(alloc, repeat))
+        timed(publish_one, repeat)
+        out["publish(1)"] = percentiles(publish_times)
+        out["allocate(10^4) s"], out["publish(10^4) s"] = bulk(lake, ds, 10_000, start_hour=0)
+        out["plain_merge"] = plain_merge(root / "plain", records, repeat)
+        for op in ("try_lock", "allocate", "publish(1)"):
+            out[f"ratio {op} / plain"] = round(out[op]["p50_ms"] / out["plain_merge"]["p50_ms"], 2)
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def timed(fn: Any, repeat: int) -> list[float]:
     out = []
     for i in range(repeat):
-        start = time.perf_counter()
+        started = time.perf_counter()
         fn(i)
-        out.append(time.perf_counter() - start)
+        out.append(time.perf_counter() - started)
+    return out[1:]  # the first pays for the process's first file reads
+
+
+def bulk(lake: Lake, ds: str, count: int, *, start_hour: int) -> tuple[float, float]:
+    """Allocate ``count`` ids (one per hour chunk) in one commit, then publish them in one."""
+    requests = [AllocateRequest(hour(start_hour + h), f"bulk-{h}") for h in range(count)]
+    started = time.perf_counter()
+    pendings = lake.allocate(f"{ds}_hours", requests, group_id="bulk")
+    allocated = time.perf_counter() - started
+    segments = [
+        DataSegment(
+            f"{ds}_hours",
+            p.segment_id.interval,
+            p.segment_id.version,
+            NumberedShardSpec(p.segment_id.partition_num, 0),
+            load_spec={"type": "delta", "segment": f"b{i}"},
+            num_rows=100,
+        )
+        for i, p in enumerate(pendings)
+    ]
+    started = time.perf_counter()
+    lake.publish(f"{ds}_hours", segments, group_id="bulk")
+    return round(allocated, 2), round(time.perf_counter() - started, 2)
+
+
+def plain_merge(path: Path, records: int, repeat: int) -> dict[str, float]:
+    """A conditional MERGE of one lock row into a Delta table of ``records`` rows of the
+    metadata's shape (partitioned by datasource), as a Delta user would write a lock table."""
+    from deltalake import DeltaTable, write_deltalake
+
+    rows = pa.table(
+        {
+            "datasource": ["bench"] * records,
+            "kind": ["segment"] * records,
+            "id": [f"s{i}" for i in range(records)],
+            "start_ms": [day(i % 1000).start_millis for i in range(records)],
+            "end_ms": [day(i % 1000).end_millis for i in range(records)],
+            "payload": ["{}"] * records,
+        }
+    )
+    write_deltalake(str(path), rows, partition_by=["datasource"])
+    table = DeltaTable(str(path))
+    times = []
+    for i in range(repeat):
+        source = pa.table(
+            {
+                "datasource": ["bench"],
+                "kind": ["lock"],
+                "id": [f"lock-{i}"],
+                "start_ms": [day(i).start_millis],
+                "end_ms": [day(i).end_millis],
+                "payload": ["{}"],
+            }
+        )
+        started = time.perf_counter()
+        table.update_incremental()
+        (
+            table.merge(
+                source,
+                predicate="t.datasource = 'bench' AND s.datasource = t.datasource AND "
+                "s.kind = t.kind AND s.id = t.id",
+                source_alias="s",
+                target_alias="t",
+            )
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        times.append(time.perf_counter() - started)
+    return percentiles(times[1:])
+
+
+# -- scale ----------------------------------------------------------------------------------
+
+_COLD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from segmentlake.lake import Lake
+lake = Lake(None, sys.argv[1])
+t1 = time.perf_counter()
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+timeline = lake.timeline(sys.argv[2])
+t2 = time.perf_counter()
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"import_open_s": t1 - t0, "timeline_s": t2 - t1, "segments": len(timeline),
+                  "rss_kb_before": rss0, "rss_kb_after": rss1}))
+"""
+
+
+def scale(sizes: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for count in sizes:
+        root = Path(tempfile.mkdtemp(prefix="bench-metadata-scale-"))
+        try:
+            lake = Lake(None, str(root / "wh"))
+            allocated, published = bulk(lake, "scale", count, start_hour=0)
+            lake.metadata.upkeep("scale_hours", min_files=1)
+            started = time.perf_counter()
+            child = subprocess.run(
+                [sys.executable, "-c", _COLD, lake.warehouse, "scale_hours"],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            )
+            process_s = time.perf_counter() - started
+            cold = json.loads(child.stdout.strip().splitlines()[-1])
+            grown = max(0, cold["rss_kb_after"] - cold["rss_kb_before"]) * 1024
+            row = {
+                "segments": count,
+                "allocate_one_commit_s": allocated,
+                "publish_one_commit_s": published,
+                "cold_timeline_call_s": round(cold["timeline_s"], 2),
+                "cold_process_total_s": round(process_s, 2),
+                "bytes_per_segment": round(grown / count, 1),
+            }
+            print(json.dumps(row), flush=True)
+            out.append(row)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     return out
 
 
-_EPOCH_DAY = Interval.parse("2020-01-01/P1D").start_millis
+# -- contention -----------------------------------------------------------------------------
 
 
-def day(i: int) -> Interval:
-    return Interval.of_millis(_EPOCH_DAY + i * 86_400_000, _EPOCH_DAY + (i + 1) * 86_400_000)
+def _writer(args: tuple[str, str, int, float, float, bool]) -> dict[str, Any]:
+    warehouse, mode, worker, start_at, seconds, plain = args
+    chunk = day(0) if mode == "same" else day(worker)
+    if plain:
+        return _plain_writer(warehouse, chunk, worker, start_at, seconds)
+    lake = Lake(None, warehouse)
+    lake.metadata.rows("bench")  # warm: the process's first read of the partition
+    while time.time() < start_at:
+        time.sleep(0.001)
+    ops, waits, redone = [], [], 0
+    deadline = start_at + seconds
+    n = 0
+    while time.time() < deadline:
+        started = time.time()
+        with recording_commits() as log:
+            (p,) = lake.allocate(
+                "bench", [AllocateRequest(chunk, f"w{worker}-{n}")], group_id=f"w{worker}-{n}"
+            )
+        waits.append(time.time() - started)
+        redone += sum(log.retries.values())
+        ops.append(str(p.segment_id))
+        n += 1
+    return {"worker": worker, "ids": ops, "waits": waits, "redone": redone}
 
 
-def latencies(lake: Lake, repeat: int) -> dict[str, dict[str, float]]:
-    def lock(i: int) -> None:
-        lake.try_lock("bench_lock", day(i), group_id=f"lock-{i}")
+def _plain_writer(
+    warehouse: str, chunk: Interval, worker: int, start_at: float, seconds: float
+) -> dict[str, Any]:
+    """The plain way: next id = max(id in chunk) + 1, inserted by a MERGE conditioned on the
+    id being absent; a conflict (or an id taken) retries after reading again."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
 
-    def alloc(i: int) -> None:
-        lake.allocate("bench_alloc", [AllocateRequest(day(0), f"seq-{i}")], group_id=f"a-{i}")
-
-    def publish_one(i: int) -> None:
-        lk = lake.try_lock("bench_pub", day(i), group_id=f"p-{i}").lock
-        assert lk is not None
-        seg = DataSegment("bench_pub", day(i), lk.version, NumberedShardSpec(0, 1), num_rows=1)
-        start = time.perf_counter()
-        lake.publish("bench_pub", [seg], group_id=f"p-{i}")
-        publish_times.append(time.perf_counter() - start)
-
-    publish_times: list[float] = []
-    lock_t = timed(lock, repeat)
-    alloc_t = timed(alloc, repeat)
-    timed(publish_one, max(3, repeat // 2))
-    return {
-        "lock": percentiles(lock_t[1:]),
-        "allocate": percentiles(alloc_t[1:]),
-        "publish(1)": percentiles(publish_times),
-    }
-
-
-def publish_many(lake: Lake, count: int, datasource: str) -> float:
-    """Publish ``count`` segments (one per hour of consecutive days) in ONE commit."""
-    days = max(1, -(-count // 24))
-    span = Interval.of_millis(day(0).start_millis, day(days).start_millis)
-    lk = lake.try_lock(datasource, span, group_id=f"bulk-{count}").lock
-    assert lk is not None
-    hour = 3_600_000
-    segments = [
-        DataSegment(
-            datasource,
-            Interval.of_millis(span.start_millis + h * hour, span.start_millis + (h + 1) * hour),
-            lk.version,
-            NumberedShardSpec(0, 1),
-            num_rows=100,
-            load_spec={"type": "delta", "segment": f"s{h}"},
-        )
-        for h in range(count)
-    ]
-    start = time.perf_counter()
-    lake.publish(datasource, segments, group_id=f"bulk-{count}")
-    return time.perf_counter() - start
+    table = DeltaTable(f"{warehouse}/plain")
+    key = str(chunk.start_millis)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    ids, waits, redone = [], [], 0
+    while time.time() < start_at + seconds:
+        started = time.time()
+        while True:
+            table.update_incremental()
+            taken = table.to_pyarrow_dataset().to_table(
+                filter=pc.field("chunk") == key, columns=["n"]
+            )
+            nxt = 0 if not taken.num_rows else pc.max(taken["n"]).as_py() + 1
+            source = pa.table({"chunk": [key], "n": [nxt], "worker": [worker]})
+            try:
+                result = (
+                    table.merge(
+                        source,
+                        predicate=f"t.chunk = '{key}' AND s.chunk = t.chunk AND s.n = t.n",
+                        source_alias="s",
+                        target_alias="t",
+                    )
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+            except CommitFailedError:
+                redone += 1
+                continue
+            if result.get("num_target_rows_inserted") == 1:
+                break
+            redone += 1  # the id was taken meanwhile
+        waits.append(time.time() - started)
+        ids.append(f"{key}_{nxt}")
+    return {"worker": worker, "ids": ids, "waits": waits, "redone": redone}
 
 
-def plain_merge(spark, path: str, repeat: int) -> list[float]:  # type: ignore[no-untyped-def]
-    """The plain Delta way to make the same change: read the partition, then MERGE one row
-    (a lock upsert) into a table of the metadata's shape, partitioned the same way."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
+def contention(writers: int, seconds: float, *, plain: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mode, count in (("distinct", writers), ("same", 4)):
+        root = Path(tempfile.mkdtemp(prefix="bench-metadata-contention-"))
+        try:
+            warehouse = str(root / "wh")
+            lake = Lake(None, warehouse)
+            lake.metadata.create()
+            fill(lake, "bench", 10_000, days=1000)
+            if plain:
+                from deltalake import write_deltalake
 
-    from segmentlake.metadata.records import COLUMNS, SCHEMA_DDL
-
-    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA_DDL}) USING delta PARTITIONED BY (datasource)")
-    table = DeltaTable.forPath(spark, path)
-    schema = SCHEMA_DDL.replace(" NOT NULL", "")
-
-    def once(i: int) -> None:
-        spark.read.format("delta").load(path).where(F.col("datasource") == "ds").collect()
-        row = dict.fromkeys(COLUMNS) | {"datasource": "ds", "kind": "lock", "id": f"l{i}"}
-        source = spark.createDataFrame([tuple(row[c] for c in COLUMNS)], schema=schema)
-        (
-            table.alias("t")
-            .merge(source.alias("s"), "t.datasource = 'ds' AND t.kind = s.kind AND t.id = s.id")
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
-
-    return timed(once, repeat)[1:]
-
-
-def contender(warehouse: str, index: int, seconds: float, queue: mp.Queue) -> None:  # type: ignore[type-arg]
-    retries = 0
-
-    class Count(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            nonlocal retries
-            if "lost a commit race" in record.getMessage():
-                retries += 1
-
-    logging.getLogger("segmentlake.metadata.transaction").addHandler(Count())
-    spark = spark_session(master="local[1]", quiet_progress=True, extra_conf=CONF)
-    lake = Lake(spark, warehouse)
-    lake.allocate("contended", [AllocateRequest(day(0), f"warmup-{index}")], group_id="w")
-    done = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        lake.allocate(
-            "contended", [AllocateRequest(day(0), f"p{index}-{done}")], group_id=f"g{index}"
-        )
-        done += 1
-    queue.put({"process": index, "committed": done, "retries": retries})
-    spark.stop()
+                schema = pa.schema(
+                    [("chunk", pa.string()), ("n", pa.int64()), ("worker", pa.int64())]
+                )
+                write_deltalake(f"{warehouse}/plain", schema.empty_table(), partition_by=["chunk"])
+            start_at = time.time() + 8
+            jobs = [(warehouse, mode, w, start_at, seconds, plain) for w in range(count)]
+            with mp.get_context("spawn").Pool(count) as pool:
+                results = pool.map(_writer, jobs)
+            ids = [i for r in results for i in r["ids"]]
+            waits = [w for r in results for w in r["waits"]]
+            duplicates = [i for i, n in Counter(ids).items() if n > 1]
+            gaps = _gaps(ids)
+            out[mode] = {
+                "writers": count,
+                "commits": len(ids),
+                "tx_per_s": round(len(ids) / seconds, 1),
+                "decisions_redone": sum(r["redone"] for r in results),
+                "duplicates": len(duplicates),
+                "gaps": gaps,
+                "longest_wait_s": round(max(waits), 3) if waits else None,
+                "p50_wait_ms": round(statistics.median(waits) * 1000, 1) if waits else None,
+            }
+            if not plain:
+                stored = lake.metadata.rows(
+                    "bench", pc.field("kind") == PENDING, columns=["payload"]
+                )
+                out[mode]["ids_in_metadata"] = len(stored)
+                out[mode]["lost"] = len(set(ids) - {r["payload"] for r in stored})
+            print(mode, json.dumps(out[mode]), flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return out
 
 
-def contention(warehouse: str, processes: int, seconds: float) -> dict[str, object]:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=contender, args=(warehouse, i, seconds, queue)) for i in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=seconds + 600) for _ in procs]
-    for p in procs:
-        p.join()
-    committed = sum(r["committed"] for r in results)
-    spark = spark_session(master="local[2]", quiet_progress=True, extra_conf=CONF)
-    rows = Lake(spark, warehouse).metadata.rows("contended", pc.field("kind") == PENDING)
-    ids = sorted(r["partition_num"] for r in rows)
-    expected = committed + processes  # plus one warm-up allocation per process
-    return {
-        "processes": processes,
-        "seconds": seconds,
-        "committed": committed,
-        "tx_per_s": committed / seconds,
-        "retries": sum(r["retries"] for r in results),
-        "per_process": sorted(r["committed"] for r in results),
-        "ids_found": len(ids),
-        "duplicates": len(ids) - len(set(ids)),
-        "gapless": ids == list(range(len(ids))),
-        "lost": expected - len(set(ids)),
-    }
+def _gaps(ids: list[str]) -> int:
+    """Partition numbers missing per chunk (ids are ``<...>_<partition>``, first one 0)."""
+    by_chunk: dict[str, list[int]] = {}
+    for i in ids:
+        chunk, _, number = i.rpartition("_")
+        by_chunk.setdefault(chunk, []).append(int(number) if number.isdigit() else 0)
+    return sum(max(n) + 1 - len(set(n)) for n in by_chunk.values())
+
+
+# -- upkeep ---------------------------------------------------------------------------------
+
+
+def _renewer(args: tuple[str, int, int]) -> int:
+    warehouse, worker, commits = args
+    lake = Lake(None, warehouse)
+    assert lake.try_lock("bench", day(worker), group_id=f"u{worker}").granted
+    for _ in range(commits - 1):
+        lake.heartbeat("bench", f"u{worker}")
+    return commits
+
+
+def upkeep(commits: int, writers: int) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="bench-metadata-upkeep-"))
+    try:
+        warehouse = str(root / "wh")
+        lake = Lake(None, warehouse)
+        fill(lake, "bench", 100_000, days=1000)
+        started = time.perf_counter()
+        with mp.get_context("spawn").Pool(writers) as pool:
+            done = sum(
+                pool.map(_renewer, [(warehouse, w, commits // writers) for w in range(writers)])
+            )
+        elapsed = time.perf_counter() - started
+        lake.metadata.table.refresh()
+        files = lake.metadata.table.files()
+        table_dir = Path(lake.metadata.path)
+        log_files = list((table_dir / "_delta_log").glob("*.json"))
+        size = sum(p.stat().st_size for p in table_dir.rglob("*") if p.is_file())
+        cold = subprocess.run(
+            [sys.executable, "-c", _COLD, warehouse, "bench"],
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )  # fmt: skip
+        read = json.loads(cold.stdout.strip().splitlines()[-1])
+        latencies = timed(lambda i: lake.heartbeat("bench", "u0"), 30)
+        return {
+            "commits": done,
+            "seconds": round(elapsed, 1),
+            "commits_per_s": round(done / elapsed, 1),
+            "live_data_files": len(files),
+            "log_entries": len(log_files),
+            "bytes_on_storage": size,
+            "cold_timeline_s": round(read["timeline_s"], 2),
+            "heartbeat_after": percentiles(latencies),
+        }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--segments", type=int, default=100_000)
-    parser.add_argument("--bulk", type=int, default=10_000)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--skip-contention", action="store_true")
-    parser.add_argument("--json", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("what", choices=("latency", "scale", "contention", "upkeep", "all"))
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=51)
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--commits", type=int, default=100_000)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)
-    root = Path(tempfile.mkdtemp(prefix="segmentlake-bench-"))
-    report: dict[str, object] = {}
-    try:
-        spark = spark_session(master="local[2]", quiet_progress=True, extra_conf=CONF)
-        spark.sparkContext.setLogLevel("ERROR")
-        lake = Lake(spark, str(root / "wh"))
-        report.update(latencies(lake, args.repeat))
-        print(_table(report), flush=True)
-        report[f"publish({args.bulk})_s"] = publish_many(lake, args.bulk, "bench_bulk")
-        publish_many(lake, args.segments, "bench_big")
-        start = time.perf_counter()
-        cold = Lake(spark, str(root / "wh"))  # a new Lake follows the log from scratch
-        timeline = cold.timeline("bench_big")
-        report["timeline_load_cold_s"] = time.perf_counter() - start
-        start = time.perf_counter()
-        timeline = cold.timeline("bench_big")
-        report["timeline_load_warm_s"] = time.perf_counter() - start
-        report["timeline_segments"] = len(timeline)
-        report["plain MERGE"] = percentiles(plain_merge(spark, str(root / "plain"), args.repeat))
-        if not args.skip_contention:
-            spark.stop()
-            report["contention"] = contention(str(root / "wh"), args.processes, args.seconds)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(report, indent=2, default=str) if args.json else _table(report))
-
-
-def _table(report: dict[str, object]) -> str:
-    lines = []
-    for key, value in report.items():
-        if isinstance(value, dict) and "p50" in value:
-            lines.append(
-                f"{key:<22} p50 {value['p50']:.3f} s  p99 {value['p99']:.3f} s  (n={value['n']})"
-            )
-        elif isinstance(value, dict):
-            lines.append(f"{key:<22} " + ", ".join(f"{k}={v}" for k, v in value.items()))
-        else:
-            lines.append(
-                f"{key:<22} {value:.3f}" if isinstance(value, float) else f"{key:<22} {value}"
-            )
-    return "\n".join(lines)
+    results: dict[str, Any] = {"command": " ".join(sys.argv)}
+    if args.what in ("latency", "all"):
+        results["latency"] = latency(args.records, args.repeat)
+        print(json.dumps(results["latency"], indent=2), flush=True)
+    if args.what in ("scale", "all"):
+        results["scale"] = scale([int(s) for s in args.sizes.split(",")])
+    if args.what in ("contention", "all"):
+        results["contention"] = contention(args.writers, args.seconds, plain=False)
+        results["contention_plain"] = contention(args.writers, args.seconds, plain=True)
+    if args.what in ("upkeep", "all"):
+        results["upkeep"] = upkeep(args.commits, args.writers)
+    print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

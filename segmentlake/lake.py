@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from segmentlake.compact.control import (
@@ -26,7 +25,7 @@ from segmentlake.compact.control import (
     set_config,
     user_compactions,
 )
-from segmentlake.compact.kill import KillReport, kill_unused
+from segmentlake.compact.kill import KillReport, check_kill_arguments, kill_unused
 from segmentlake.compact.major import MajorCompaction, compact_major
 from segmentlake.compact.manager import DEFAULT_QUEUE_SIZE, CompactionManager
 from segmentlake.compact.minor import DEFAULT_MAX_ROWS_PER_SEGMENT, compact_minor
@@ -60,19 +59,18 @@ from segmentlake.metadata.cluster_records import (
     volumes,
 )
 from segmentlake.metadata.compaction_records import UserCompaction
-from segmentlake.metadata.deltalog import DeltaLogClient
-from segmentlake.metadata.lockbox import Lockbox, LockResult, overlapping
+from segmentlake.metadata.lockbox import Lockbox, LockResult
+from segmentlake.metadata.migration import check_metadata_version
 from segmentlake.metadata.publish import PublishResult, publish
 from segmentlake.metadata.records import (
-    SEGMENT,
-    SEGMENT_COLUMNS,
     PendingSegment,
-    segments_from_rows,
 )
 from segmentlake.metadata.rule_records import RuleAudit, rule_history, rules_of, set_rules
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.segments import set_used, used_segments
+from segmentlake.metadata.store import MetadataStore
+from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import task_reports
-from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+from segmentlake.metadata.transaction import RetryPolicy
 from segmentlake.metadata.views import register_system_views
 from segmentlake.read.reader import read_visible
 from segmentlake.read.tiers import TIER_CONF, copy_sources
@@ -108,40 +106,54 @@ class Lake:
     method; an unknown datasource is a :class:`DatasourceNotFound`.
 
     ``lease_seconds`` is how long a task lock lives without a heartbeat: a crashed task blocks
-    others for at most that long.
+    others for at most that long. The metadata is read and committed in this Python process
+    (delta-rs, no JVM); ``spark`` is needed only for data — pass None to inspect a warehouse
+    without starting Spark (a session is made, or the active one taken, on first need).
+    ``storage_options`` go to delta-rs for object stores (credentials, endpoint).
     """
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | None,
         warehouse: str,
         *,
         create: bool = True,
         lease_seconds: float = 60.0,
         retry: RetryPolicy | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(warehouse, str) or not warehouse.strip():
             raise SpecError(f"warehouse must be a non-empty path, got {warehouse!r}")
         if not isinstance(lease_seconds, int | float) or not 0 < lease_seconds < math.inf:
             raise SpecError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
-        self.spark = spark
+        self._spark = spark
         self.warehouse = _qualified(warehouse)
         _check_not_inside_a_table(self.warehouse)
-        self.metadata = MetadataStore(spark, self.warehouse)
+        self.metadata = MetadataStore(self.warehouse, storage_options=storage_options)
+        check_metadata_version(self.warehouse, self.metadata)
         if not create:
             self._require_warehouse()
         self.lockbox = Lockbox(
             self.metadata, lease_ms=int(lease_seconds * 1000), retry=retry or RetryPolicy()
         )
 
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session data operations run on (started on first need)."""
+        if self._spark is None:
+            from segmentlake.spark.session import spark_session
+
+            self._spark = spark_session()
+        return self._spark
+
     @classmethod
-    def open(cls, spark: SparkSession, warehouse: str, **options: Any) -> Lake:
+    def open(cls, spark: SparkSession | None, warehouse: str, **options: Any) -> Lake:
         """The existing warehouse at ``warehouse``; :class:`WarehouseNotFound` if there is none
         (a typo in the path must not silently start a new, empty warehouse)."""
         return cls(spark, warehouse, create=False, **options)
 
     @classmethod
-    def create(cls, spark: SparkSession, warehouse: str, **options: Any) -> Lake:
+    def create(cls, spark: SparkSession | None, warehouse: str, **options: Any) -> Lake:
         """Create the warehouse at ``warehouse`` now (its metadata table) and open it; an
         existing warehouse is opened as it is.
 
@@ -189,7 +201,8 @@ class Lake:
     ) -> list[DataSegment]:
         """Every used segment of ``datasource`` (overlapping ``interval`` if given), visible or
         not, ordered by interval, version and partition number."""
-        segments = self._used_segments(self._require_datasource(datasource), interval)
+        span = None if interval is None else _interval(interval)
+        segments = self._used_segments(self._require_datasource(datasource), span)
         segments.sort(key=lambda s: (s.interval.key, s.version, s.shard_spec.partition_num))
         return segments
 
@@ -201,11 +214,8 @@ class Lake:
     def _used_segments(
         self, datasource: str, interval: Interval | str | None = None
     ) -> list[DataSegment]:
-        condition = (pc.field("kind") == SEGMENT) & pc.field("used")
-        if interval is not None:
-            condition = condition & overlapping(_interval(interval))
-        rows = self.metadata.rows(datasource, condition, columns=SEGMENT_COLUMNS)
-        return segments_from_rows(rows)
+        span = None if interval is None else _interval(interval)
+        return used_segments(self.metadata, datasource, span)
 
     def mark_unused(self, segment_ids: Iterable[SegmentId | DataSegment | str]) -> int:
         """Mark segments unused (they disappear from the timeline; data stays until killed).
@@ -223,21 +233,15 @@ class Lake:
             by_datasource.setdefault(sid.datasource, set()).add(str(sid))
         changed = 0
         for datasource, ids in by_datasource.items():
-
-            def decide(state: PartitionState, ids: set[str] = ids) -> Decision[int]:
-                at = now_ms()
-                rows = [r for r in state.of(SEGMENT) if r["id"] in ids and r["used"] != used]
-                updates = [Change("upsert", {**r, "used": used, "updated_ms": at}) for r in rows]
-                return Decision(updates, len(updates))
-
-            condition = (pc.field("kind") == SEGMENT) & pc.field("id").isin(sorted(ids))
-            changed += transact(
-                self.metadata,
-                datasource,
-                decide,
-                operation="mark_used" if used else "mark_unused",
-                condition=condition,
-                policy=self.lockbox.retry,
+            changed += len(
+                set_used(
+                    self.metadata,
+                    datasource,
+                    ids,
+                    used=used,
+                    operation="mark_used" if used else "mark_unused",
+                    policy=self.lockbox.retry,
+                )
             )
         return changed
 
@@ -457,9 +461,11 @@ class Lake:
         >>> lake.compact("wiki", "2024-01-01/P7D", mode="major", segment_granularity="DAY")
         ... # doctest: +SKIP
         """
+        span = None if interval is None else _interval(interval)
+        if mode not in ("minor", "major"):
+            raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
         datasource = self._require_datasource(datasource)
         target = IngestTarget(self.spark, self.warehouse, self.lockbox)
-        span = None if interval is None else _interval(interval)
         if mode == "major":
             if isinstance(partitions_spec, Mapping):
                 partitions_spec = partitions_spec_from_dict(partitions_spec)
@@ -632,7 +638,7 @@ class Lake:
         if not isinstance(path, str) or not path.strip():
             raise SpecError(f"volume {name!r} needs a non-empty path, got {path!r}")
         volume = Volume(name, tier, _qualified(path), capacity_bytes, priority=priority)
-        prepare_volume(self.spark, volume)
+        prepare_volume(volume)
         return add_volume(self.metadata, volume, policy=self.lockbox.retry)
 
     def remove_volume(self, name: str) -> bool:
@@ -706,8 +712,9 @@ class Lake:
 
         >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
         """
+        span = None if interval is None else _interval(interval)
         path = datasource_path(self.warehouse, self._require_datasource(datasource))
-        if DeltaLogClient(self.spark, path).version() < 0:
+        if TableLog(path).version() < 0:
             raise DatasourceNotFound(
                 f"datasource {datasource!r} has no data in {self.warehouse} yet; ingest it "
                 "first with lake.append or lake.overwrite"
@@ -720,7 +727,7 @@ class Lake:
             self.spark,
             path,
             self.timeline(datasource),
-            interval=None if interval is None else _interval(interval),
+            interval=span,
             columns=columns,
             filter=filter,
             sources=sources,
@@ -774,13 +781,16 @@ class Lake:
 
         >>> lake.kill("wiki", older_than=timedelta(days=7)).summary()  # doctest: +SKIP
         """
+        older_than_ms = _duration_ms(older_than)
+        span = None if interval is None else _interval(interval)
+        check_kill_arguments(older_than_ms, vacuum_retention_hours)
         return kill_unused(
             self.spark,
             self.warehouse,
             self.metadata,
             self._require_datasource(datasource),
-            older_than_ms=_duration_ms(older_than),
-            interval=None if interval is None else _interval(interval),
+            older_than_ms=older_than_ms,
+            interval=span,
             vacuum_retention_hours=vacuum_retention_hours,
             vacuum=vacuum,
             policy=self.lockbox.retry,
@@ -796,6 +806,11 @@ class Lake:
 
     def __repr__(self) -> str:
         return f"Lake({self.warehouse!r})"
+
+
+def qualified_warehouse(warehouse: str) -> str:
+    """The warehouse path as Lake keeps it (absolute, or a URI as given)."""
+    return _qualified(warehouse)
 
 
 def _qualified(warehouse: str) -> str:

@@ -1,5 +1,6 @@
 """``segmentlake`` sub-commands: quickstart, ingest, segments, locks, timeline, tasks, compact,
-cleanup, kill, manager, compaction-status, compaction-config."""
+cleanup, kill, manager, compaction-status, compaction-config, rules, volume, coordinator,
+migrate. Commands that only read or write metadata never start Spark."""
 
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("datasource")
         cmd.add_argument("--interval", help="ISO interval, e.g. 2024-01-01/P7D")
+    sub.add_parser(
+        "migrate",
+        help="migrate a warehouse written by segmentlake 0.1 to the current metadata engine",
+        description="Convert the old metadata table (_segmentlake/metadata) into the current "
+        "one; run it once, with no task running on the warehouse. The old table is kept.",
+    )
     tasks = sub.add_parser("tasks", help="list a datasource's ingestion tasks and their reports")
     tasks.add_argument("datasource")
     tasks.add_argument("--id", dest="task_id", help="print this task's whole report")
@@ -155,8 +162,15 @@ def _run(args: argparse.Namespace) -> int:
         from segmentlake.core.interval import Interval
 
         Interval.parse(args.interval)
-    spark = spark_session(app_name=f"segmentlake {args.command}")
-    # Read-only commands open the warehouse (a typo'd path is an error, never a new warehouse).
+    if args.command == "migrate":
+        from segmentlake.metadata.migration import migrate
+
+        print(migrate(_qualified_path(args.warehouse)).summary())
+        return 0
+    # Metadata needs no Spark: inspection answers at once, and a command that moves data
+    # starts Spark on first need. Read-only commands open the warehouse (a typo'd path is an
+    # error, never a new warehouse).
+    spark = spark_session(app_name=f"segmentlake {args.command}") if _needs_spark(args) else None
     lake = Lake(spark, args.warehouse, create=not _read_only(args))
     if task is not None:
         return _ingest(lake, task, args.task_id)
@@ -188,6 +202,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 _READ_ONLY = frozenset({"segments", "locks", "timeline", "tasks", "compaction-status"})
+_SPARK_COMMANDS = frozenset({"ingest", "quickstart", "compact", "kill", "manager", "coordinator"})
+
+
+def _needs_spark(args: argparse.Namespace) -> bool:
+    """Whether the command moves data (the others read and write metadata only)."""
+    return args.command in _SPARK_COMMANDS
+
+
+def _qualified_path(warehouse: str) -> str:
+    from segmentlake.lake import qualified_warehouse
+
+    return qualified_warehouse(warehouse)
 
 
 def _read_only(args: argparse.Namespace) -> bool:

@@ -84,7 +84,7 @@ def edits_of_days(spark: SparkSession, days: list[datetime], rows: int, *, seed:
 def run(lake: Lake, *, days: int, rows_per_day: int) -> int:
     """The quickstart story; returns the process exit code."""
     spark = lake.spark
-    if lake.used_segments(DATASOURCE):
+    if lake.exists() and DATASOURCE in lake.datasources():
         print(f"{DATASOURCE} already exists in {lake.warehouse}: showing it as it is")
     else:
         all_days = [START + timedelta(days=d) for d in range(days)]

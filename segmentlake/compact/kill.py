@@ -38,22 +38,21 @@ from functools import partial
 from typing import Any, TypeVar
 
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
-from segmentlake.core.names import sql_path
+from segmentlake.core.names import quote_identifier, sql_path, sql_string
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.errors import SpecError, first_line
 from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.metadata.conflicts import is_commit_conflict
-from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments_from_rows
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
-__all__ = ["KillReport", "data_key", "kill_unused"]
+__all__ = ["KillReport", "check_kill_arguments", "data_key", "kill_unused"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,9 +158,9 @@ def kill_unused(
 
     >>> kill_unused(spark, wh, store, "wiki", older_than_ms=3_600_000).summary()  # doctest: +SKIP
     """
-    _check_arguments(older_than_ms, vacuum_retention_hours)
+    check_kill_arguments(older_than_ms, vacuum_retention_hours)
     path = datasource_path(warehouse, datasource)
-    log = DeltaLogClient(spark, path)
+    log = TableLog(path)
     has_table = log.version() >= 0
     if has_table and vacuum and vacuum_retention_hours is not None:
         _check_vacuum_retention(spark, log, vacuum_retention_hours)
@@ -177,7 +176,7 @@ def kill_unused(
         return report
 
     started = time.monotonic()
-    listed = _keys_in_table(spark, log)
+    listed = _keys_in_table(log)
     # Read again after our commit: any record committed since (by anyone) protects its key.
     referenced = _referenced_keys(store, datasource)
     segment_keys = sorted(k for k in decided.keys if k in listed and k not in referenced)
@@ -223,7 +222,7 @@ def kill_unused(
     return report
 
 
-def _check_arguments(older_than_ms: int, vacuum_retention_hours: float | None) -> None:
+def check_kill_arguments(older_than_ms: int, vacuum_retention_hours: float | None) -> None:
     if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
         raise SpecError(
             f"older_than_ms must be a non-negative integer of milliseconds, got "
@@ -306,40 +305,31 @@ def _referenced_keys(store: MetadataStore, datasource: str) -> set[str]:
 # -- steps 2 and 3: the rows -----------------------------------------------------------------
 
 
-def _keys_in_table(spark: SparkSession, log: DeltaLogClient) -> dict[str, _KeyFiles]:
-    """Per ``__segment`` key of the table's current snapshot: the newest file's modification
-    time, rows (from the files' statistics) and files. One Spark job over the log, aggregated
-    in Spark: only one row per key reaches the driver."""
-    files = DataFrame(log.snapshot().allFiles().toDF(), spark)
-    per_key = (
-        files.select(
-            F.col("partitionValues").getItem(_KEY).alias("key"),
-            F.col("modificationTime").alias("mtime"),
-            F.get_json_object("stats", "$.numRecords").cast("long").alias("rows"),
-        )
-        .where(F.col("key").isNotNull())
-        .groupBy("key")
-        .agg(
-            F.max("mtime").alias("newest"),
-            F.sum(F.coalesce(F.col("rows"), F.lit(0))).alias("rows"),
-            F.count(F.lit(1)).alias("files"),
-        )
-    )
-    return {
-        r["key"]: _KeyFiles(int(r["newest"]), int(r["rows"]), int(r["files"]))
-        for r in per_key.collect()
-    }
+def _keys_in_table(log: TableLog) -> dict[str, _KeyFiles]:
+    """Per ``__segment`` key of the table's current version: the newest file's modification
+    time, rows (from the files' statistics) and files — from the log, no Spark job."""
+    per_key: dict[str, list[int]] = {}
+    for f in log.live_files():
+        key = f.partition_values.get(_KEY)
+        if key is None:
+            continue
+        entry = per_key.setdefault(key, [0, 0, 0])
+        entry[0] = max(entry[0], f.modification_time_ms)
+        entry[1] += f.num_records or 0
+        entry[2] += 1
+    return {k: _KeyFiles(newest, rows, files) for k, (newest, rows, files) in per_key.items()}
 
 
 def _delete_keys(spark: SparkSession, path: str, keys: list[str]) -> None:
     """Delete every row under ``keys``: whole files (a partition predicate), one Delta commit
     per batch of keys. Concurrent appends write other keys and do not conflict; a conflict
     with another delete is retried (deleting is idempotent)."""
-    from delta.tables import DeltaTable
 
     def delete(batch: list[str]) -> None:
-        # A fresh DeltaTable per attempt: a retry must plan on the latest snapshot.
-        DeltaTable.forPath(spark, path).delete(F.col(_KEY).isin(batch))
+        # SQL rather than delta.tables.DeltaTable: it plans on the latest snapshot at each
+        # attempt, and it works where the Python DeltaTable API does not (Spark Connect).
+        keys_sql = ", ".join(map(sql_string, batch))
+        spark.sql(f"DELETE FROM {sql_path(path)} WHERE {quote_identifier(_KEY)} IN ({keys_sql})")
 
     for start in range(0, len(keys), _KEYS_PER_DELETE):
         batch = keys[start : start + _KEYS_PER_DELETE]
@@ -362,36 +352,28 @@ def _retrying(action: Callable[[], T], *, what: str) -> T:
 
 
 def _vacuum(
-    spark: SparkSession, log: DeltaLogClient, hours: float | None, *, directories: int
+    spark: SparkSession, log: TableLog, hours: float | None, *, directories: int
 ) -> int | None:
     """VACUUM the table; the number of files removed, from the ``VACUUM END`` commit Delta
     logs (None if it logged none)."""
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, log.path)
     before = log.version()
+    retain = "" if hours is None else f" RETAIN {float(hours)} HOURS"
     try:
         with _listing_parallelism(spark, directories):
-            if hours is None:
-                table.vacuum()
-            else:
-                table.vacuum(float(hours))
+            spark.sql(f"VACUUM {sql_path(log.uri)}{retain}")
     except Exception as e:
         if "RETENTION_PERIOD_TOO_SHORT" not in str(e) and "retention period" not in str(e):
             raise
-        raise _retention_refused(spark, log, hours, e) from e
-    ended = (
-        table.history(10)
-        .where((F.col("version") > before) & (F.col("operation") == "VACUUM END"))
-        .orderBy(F.col("version").desc())
-        .select("operationMetrics")
-        .limit(1)
-        .collect()
-    )
-    if not ended or not ended[0][0] or "numDeletedFiles" not in ended[0][0]:
-        return None
-    removed = int(ended[0][0]["numDeletedFiles"])
-    logger.info("VACUUM of %s removed %d file(s)", log.path, removed)
+        raise _retention_refused(log, hours, e) from e
+    removed = None
+    for version in range(before + 1, log.version() + 1):
+        for action in log.commit_actions(version):
+            info = action.get("commitInfo") or {}
+            metrics = info.get("operationMetrics") or {}
+            if info.get("operation") == "VACUUM END" and "numDeletedFiles" in metrics:
+                removed = int(metrics["numDeletedFiles"])
+    if removed is not None:
+        logger.info("VACUUM of %s removed %d file(s)", log.uri, removed)
     return removed
 
 
@@ -414,17 +396,17 @@ def _listing_parallelism(spark: SparkSession, directories: int) -> Iterator[None
         conf.unset(_LISTING_PARALLELISM)
 
 
-def _check_vacuum_retention(spark: SparkSession, log: DeltaLogClient, hours: float) -> None:
+def _check_vacuum_retention(spark: SparkSession, log: TableLog, hours: float) -> None:
     """Refuse, before anything is deleted, a retention Delta's check would refuse at the end."""
     if (spark.conf.get(_CHECK_CONF, "true") or "true").lower() == "false":
         return  # the platform turned Delta's check off; that is its call, not ours
     table_hours = _table_retention_hours(log)
     if table_hours is not None and hours < table_hours:
-        raise _retention_refused(spark, log, hours, None)
+        raise _retention_refused(log, hours, None)
 
 
-def _table_retention_hours(log: DeltaLogClient) -> float | None:
-    value = log.table_property(log.snapshot(), _RETENTION_PROPERTY)
+def _table_retention_hours(log: TableLog) -> float | None:
+    value = log.properties().get(_RETENTION_PROPERTY)
     return _DEFAULT_RETENTION_HOURS if value is None else interval_hours(value)
 
 
@@ -456,10 +438,8 @@ def interval_hours(text: str) -> float | None:
     return hours
 
 
-def _retention_refused(
-    spark: SparkSession, log: DeltaLogClient, hours: float | None, error: Exception | None
-) -> SpecError:
-    value = log.table_property(log.snapshot(), _RETENTION_PROPERTY) or "interval 1 week"
+def _retention_refused(log: TableLog, hours: float | None, error: Exception | None) -> SpecError:
+    value = log.properties().get(_RETENTION_PROPERTY) or "interval 1 week"
     table_hours = _table_retention_hours(log)
     at_least = f"{table_hours:g}" if table_hours is not None else f"the table's {value}"
     if error is not None:
@@ -470,10 +450,10 @@ def _retention_refused(
         delta_says = ""
     asked = "the default retention" if hours is None else f"a retention of {hours:g} hours"
     return SpecError(
-        f"VACUUM of {log.path} with {asked} would be refused by "
+        f"VACUUM of {log.uri} with {asked} would be refused by "
         f"Delta's retention check (the table's {_RETENTION_PROPERTY} is {value!r}){delta_says}. "
         f"Pass vacuum_retention_hours >= {at_least} (or None for the table's retention), or, "
         f"if no write to the table can run longer than that, lower the table's retention "
-        f"first: ALTER TABLE {sql_path(log.path)} SET TBLPROPERTIES "
+        f"first: ALTER TABLE {sql_path(log.uri)} SET TBLPROPERTIES "
         f"('{_RETENTION_PROPERTY}' = 'interval 24 hours')"
     )

@@ -54,12 +54,13 @@ from segmentlake.ingest.rollup import SEGMENT_KEY
 from segmentlake.ingest.task import IngestTarget, new_task_id
 from segmentlake.ingest.visible_rows import TIME_COLUMN, key_in, sql_string
 from segmentlake.metadata.allocation import AllocateRequest, allocate
-from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
 from segmentlake.metadata.records import LOCK, SEGMENT, lock_from_row, segments_from_rows
+from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.store import Change, PartitionState, now_ms
+from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 
@@ -77,6 +78,9 @@ class CompactionHooks(Protocol):
 
     @property
     def reads(self) -> pc.Expression: ...
+
+    @property
+    def scope(self) -> Scope: ...
 
     def on_lock(self, state: PartitionState) -> Sequence[Change]: ...
 
@@ -231,6 +235,7 @@ class _Job:
                 requests,
                 requirements=[self._inputs_visible],
                 reads=None if self.hooks is None else self.hooks.reads,
+                extra_scope=NOTHING if self.hooks is None else self.hooks.scope,
                 extra_changes=None if self.hooks is None else self.hooks.on_lock,
             )
         if not result.granted:
@@ -325,6 +330,7 @@ class _Job:
                 extra_rows=[row],
                 requirements=[self._inputs_locked],
                 reads=None if self.hooks is None else self.hooks.reads,
+                extra_scope=NOTHING if self.hooks is None else self.hooks.scope,
                 extra_changes=self._publish_hook(segments),
             )
         report = self.report("SUCCESS", **results)
@@ -393,7 +399,7 @@ class _Job:
             .drop(_RUN)
             .repartition(SEGMENT_KEY)
         )
-        log = DeltaLogClient(spark, path)
+        log = TableLog(path)
         versions = write_rows(log, rows)
         suffix = f".{self.token}"
         return written_segments(log, versions, lambda k: k.endswith(suffix))

@@ -37,6 +37,7 @@ from segmentlake.metadata.compaction_records import (
     user_from_row,
     user_row,
 )
+from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
@@ -64,6 +65,14 @@ class Reservation:
             | ((pc.field("kind") == RUNNING) & (pc.field("id") == self.job.job_id))
             | (pc.field("kind") == USER)
         )
+
+    @property
+    def scope(self) -> Scope:
+        """What :attr:`reads` reads: the chunk's records (selection, reservation) and the user
+        compaction the job belongs to, if any."""
+        interval = self.job.chunk.interval
+        keys = [f"{USER}:{self.job.owner}"] if self.job.kind is CompactionKind.USER else []
+        return Scope.of([(interval.start_millis, interval.end_millis)], keys=keys)
 
     def on_lock(self, state: PartitionState) -> Sequence[Change]:
         """Refuse (LockRefused) unless the job may start; else the running record."""

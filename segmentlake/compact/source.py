@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import pyarrow.compute as pc
-
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import SpecError
-from segmentlake.metadata.lockbox import overlapping
-from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, segments_from_rows
-from segmentlake.metadata.store import MetadataStore
+from segmentlake.metadata.segments import used_segments
 
-__all__ = ["chunk_granularity", "used_segments"]
-
-
-def used_segments(store: MetadataStore, datasource: str, interval: Interval) -> list[DataSegment]:
-    """The used segments of ``datasource`` overlapping ``interval``."""
-    condition = (pc.field("kind") == SEGMENT) & pc.field("used") & overlapping(interval)
-    return segments_from_rows(store.rows(datasource, condition, columns=SEGMENT_COLUMNS))
+__all__ = ["chunk_granularity", "used_segments"]  # used_segments: re-exported for engines
 
 
 def chunk_granularity(segments: list[DataSegment]) -> Granularity:

@@ -50,6 +50,7 @@ from segmentlake.metadata.cluster_records import (
 )
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, segments_from_rows
 from segmentlake.metadata.rule_records import all_rules
+from segmentlake.metadata.segments import set_used
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
@@ -192,7 +193,7 @@ class Coordinator:
 
     def _view(self) -> _ClusterView:
         registered = volumes(self.store)
-        alive = {v.name: volume_alive(self.spark, v) for v in registered}
+        alive = {v.name: volume_alive(v) for v in registered}
         live = [v for v in registered if alive[v.name]]
         dead = [v for v in registered if not alive[v.name]]
         for volume in dead:
@@ -324,23 +325,15 @@ class Coordinator:
             by_datasource.setdefault(segment.datasource, set()).add(str(segment.id))
         changed = 0
         for datasource, ids in by_datasource.items():
-
-            def decide(state: PartitionState, ids: set[str] = ids) -> Decision[int]:
-                at = now_ms()
-                rows = [r for r in state.of(SEGMENT) if r["id"] in ids and r["used"]]
-                return Decision(
-                    [Change("upsert", {**r, "used": False, "updated_ms": at}) for r in rows],
-                    len(rows),
-                )
-
-            changed += transact(
+            done = set_used(
                 self.store,
                 datasource,
-                decide,
+                ids,
+                used=False,
                 operation="retention_drop",
-                condition=(pc.field("kind") == SEGMENT) & pc.field("id").isin(sorted(ids)),
                 policy=self.policy,
             )
+            changed += len(done)
         if changed:
             logger.info("retention rules marked %d segments unused", changed)
         return changed
@@ -385,7 +378,7 @@ class Coordinator:
     def execute(self) -> tuple[int, int, int]:
         """Carry out every queued load and drop on live volumes; returns (copies loaded,
         copies dropped, loads failed). A failed batch stays queued for the next run."""
-        live = {v.name: v for v in volumes(self.store) if volume_alive(self.spark, v)}
+        live = {v.name: v for v in volumes(self.store) if volume_alive(v)}
         loaded = dropped = failed = 0
         for datasource in self._datasources():
             copies = copies_of(self.store, datasource)

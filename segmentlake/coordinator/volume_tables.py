@@ -13,13 +13,14 @@ import json
 import logging
 from collections.abc import Sequence
 
+import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from segmentlake.core.names import sql_path
 from segmentlake.core.storage_tiers import Volume
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.visible_rows import SEGMENT_KEY_COLUMN, key_in, sql_string
-from segmentlake.metadata.deltalog import DeltaLogClient, safe_name
+from segmentlake.metadata.table_log import TableLog
 
 __all__ = [
     "MARKER",
@@ -36,40 +37,37 @@ MARKER = "_segmentlake_volume.json"
 
 
 def volume_table_path(volume: Volume, datasource: str) -> str:
-    """Where ``volume`` keeps ``datasource``'s loaded rows."""
-    return f"{volume.path.rstrip('/')}/{safe_name(datasource)}"
+    """Where ``volume`` keeps ``datasource``'s loaded rows (the directory name keeps only
+    characters no path or URI escapes; the name rule makes that the name itself today)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in datasource)
+    return f"{volume.path.rstrip('/')}/{safe or '_'}"
 
 
-def _fs_path(spark: SparkSession, path: str) -> tuple[object, object]:
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    fs = target.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[union-attr]
-    return fs, target
+def _marker(volume: Volume) -> tuple[pafs.FileSystem, str]:
+    """The volume's file system (pyarrow's local one, or delta-rs's object store) and the
+    path of its marker file on it."""
+    root = TableLog(volume.path.rstrip("/"))
+    return root.fs, root.full(MARKER)
 
 
-def prepare_volume(spark: SparkSession, volume: Volume) -> None:
+def prepare_volume(volume: Volume) -> None:
     """Create the volume's root (if needed) and its marker, naming the volume."""
-    fs, marker = _fs_path(spark, f"{volume.path.rstrip('/')}/{MARKER}")
-    out = fs.create(marker, True)  # type: ignore[attr-defined]
-    try:
+    fs, marker = _marker(volume)
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(marker.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(marker) as out:
         out.write(json.dumps({"name": volume.name, "tier": volume.tier}).encode())
-    finally:
-        out.close()
 
 
-def volume_alive(spark: SparkSession, volume: Volume) -> bool:
+def volume_alive(volume: Volume) -> bool:
     """Whether the volume's marker is there and names this volume."""
-    fs, marker = _fs_path(spark, f"{volume.path.rstrip('/')}/{MARKER}")
+    fs, marker = _marker(volume)
     try:
-        if not fs.exists(marker):  # type: ignore[attr-defined]
-            return False
-        stream = fs.open(marker)  # type: ignore[attr-defined]
-        try:
-            jvm = spark._jvm  # type: ignore[attr-defined]
-            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-        finally:
-            stream.close()
+        with fs.open_input_stream(marker) as stream:
+            text = stream.read().decode("utf-8")
         return bool(json.loads(text).get("name") == volume.name)
+    except FileNotFoundError:
+        return False
     except Exception as e:  # an unreachable volume is a dead one
         logger.warning("volume %s at %s is unreachable: %s", volume.name, volume.path, e)
         return False
@@ -84,7 +82,7 @@ def load_rows(
     rows = spark.read.format("delta").load(datasource_path(warehouse, datasource))
     rows = rows.where(key_in(keys))
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
-    log = DeltaLogClient(spark, path)
+    log = TableLog(path)
     writer = rows.write.format("delta").option("mergeSchema", "true")
     if log.version() < 0:
         writer.mode("append").partitionBy(SEGMENT_KEY_COLUMN).save(path)
@@ -96,7 +94,7 @@ def load_rows(
 def drop_rows(spark: SparkSession, volume: Volume, datasource: str, keys: Sequence[str]) -> None:
     """Delete the rows of ``keys`` from the volume's table (nothing if it has none)."""
     path = volume_table_path(volume, datasource)
-    if not keys or DeltaLogClient(spark, path).version() < 0:
+    if not keys or TableLog(path).version() < 0:
         return
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
     spark.sql(f"DELETE FROM {sql_path(path)} WHERE {predicate}")

@@ -51,7 +51,7 @@ def _problem(name: str) -> str | None:
         shown = ", ".join(repr(c) for c in bad[:5])
         return f"it contains {shown}"
     if not name[0].isalnum():
-        reserved = " ('_' starts segmentlake's own names)" if name[0] == "_" else ""
+        reserved = " ('_' is reserved for segmentlake's own names)" if name[0] == "_" else ""
         return f"it starts with {name[0]!r}{reserved}"
     if name[-1] in " .":
         return f"it ends with {name[-1]!r}"

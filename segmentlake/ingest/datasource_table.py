@@ -8,7 +8,6 @@ added (rows and bytes per segment) is read back from the Delta log: no extra Spa
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from segmentlake.ingest.rollup import SEGMENT_KEY
-from segmentlake.metadata.deltalog import DeltaLogClient
+from segmentlake.metadata.table_log import TableLog
 
 __all__ = ["WrittenSegment", "datasource_path", "write_rows", "written_segments"]
 
@@ -51,10 +50,10 @@ def datasource_path(warehouse: str, datasource: str) -> str:
     return f"{warehouse}/{datasource}"
 
 
-def write_rows(log: DeltaLogClient, rows: DataFrame) -> tuple[int, int]:
-    """Append ``rows`` (one Spark job) to the table ``log`` drives, creating it on first use;
+def write_rows(log: TableLog, rows: DataFrame) -> tuple[int, int]:
+    """Append ``rows`` (one Spark job) to the table of ``log``, creating it on first use;
     return the table versions (before, after) between which the write committed."""
-    path = log.path
+    path = log.uri
     for attempt in range(1, _ATTEMPTS + 1):
         before = log.version()
         try:
@@ -76,7 +75,7 @@ def write_rows(log: DeltaLogClient, rows: DataFrame) -> tuple[int, int]:
 
 
 def written_segments(
-    log: DeltaLogClient, versions: tuple[int, int], keys: Callable[[str], bool]
+    log: TableLog, versions: tuple[int, int], keys: Callable[[str], bool]
 ) -> dict[str, WrittenSegment]:
     """Rows, bytes and files per ``__segment`` value for which ``keys`` is true, added in
     ``versions`` (exclusive start, inclusive end), from the commits' ``add`` actions and
@@ -86,15 +85,13 @@ def written_segments(
         key = added.partition_values.get(SEGMENT_KEY)
         if key is None or not keys(key):
             continue
-        add = added.action
-        stats = json.loads(add.get("stats") or "{}")
-        if "numRecords" not in stats:
+        if "numRecords" not in added.stats:
             raise RuntimeError(
                 f"Delta wrote {added.path} without row statistics; segmentlake needs "
                 "spark.databricks.delta.stats.collect on (the default)"
             )
         total = totals.setdefault(key, [0, 0, 0])
-        total[0] += int(stats["numRecords"])
-        total[1] += int(add.get("size") or 0)
+        total[0] += int(added.stats["numRecords"])
+        total[1] += added.size
         total[2] += 1
     return {k: WrittenSegment(k, rows, size, files) for k, (rows, size, files) in totals.items()}

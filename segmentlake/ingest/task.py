@@ -68,11 +68,11 @@ from segmentlake.ingest.rollup import (
     split_rows,
 )
 from segmentlake.metadata.allocation import AllocateRequest, allocate
-from segmentlake.metadata.deltalog import DeltaLogClient
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
 from segmentlake.metadata.store import now_ms
+from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
@@ -330,7 +330,7 @@ def _write(
             counted, run.spec, parsed.dimensions, partitioning, key_token=run.key_token
         )
     logger.info("%s: writing to %s", run.task_id, path)
-    log = DeltaLogClient(run.target.spark, path)
+    log = TableLog(path)
     versions = write_rows(log, rows)
     _count(run, parsed, observation.get)
     parts = 1 if partitioning is None else 2
@@ -358,7 +358,7 @@ def _split(
     }
     logger.info("%s: splitting %d oversized segment(s)", run.task_id, len(parts))
     table = run.target.spark.read.format("delta").load(path)
-    log = DeltaLogClient(run.target.spark, path)
+    log = TableLog(path)
     versions = write_rows(log, split_rows(table, parsed.dimensions, parts))
     again = written_segments(log, versions, _key_filter(run.key_token, 2))
     return {k: w for k, w in written.items() if k not in parts} | again

@@ -12,34 +12,36 @@ previous segment id): asking again returns the id already allocated.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
+from segmentlake.core.interval_index import IntervalIndex
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, decide_lock, next_version
 from segmentlake.core.segment import SegmentId
 from segmentlake.core.shard_spec import (
     FIRST_GENERATION_PARTITION_ID_MAX,
     NON_ROOT_GENERATION_PARTITION_ID_MAX,
     NON_ROOT_GENERATION_PARTITION_ID_MIN,
-    shard_spec_from_json,
 )
 from segmentlake.errors import LockRefused, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, overlapping
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, span_scope
 from segmentlake.metadata.records import (
     LOCK,
     PENDING,
     SEGMENT,
     PendingSegment,
     Row,
+    lease_key,
+    lease_row,
     lock_from_row,
     lock_row,
     pending_from_row,
     pending_row,
 )
+from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
@@ -93,20 +95,28 @@ def allocate(
     """
     if not requests:
         return []
-    lo = min(r.interval.start_millis for r in requests)
-    hi = max(r.interval.end_millis for r in requests)
-    span = Interval.of_millis(lo, hi)
-    condition = (
-        (pc.field("kind") == LOCK)
-        | (pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use())
-        # Earlier allocations of these keys wherever they are: a key names one allocation.
-        | ((pc.field("kind") == PENDING) & pc.field("id").isin(sorted({r.key for r in requests})))
+    keys = sorted({r.key for r in requests})
+    # Earlier allocations of these keys, wherever they are: a key names one allocation, and
+    # its interval must be read too (a request must not be answered with another interval).
+    earlier = lockbox.store.rows(
+        datasource,
+        (pc.field("kind") == PENDING) & pc.field("id").isin(keys),
+        columns=("start_ms", "end_ms"),
     )
+    intervals = [r.interval for r in requests]
+    intervals += [Interval.of_millis(r["start_ms"], r["end_ms"]) for r in earlier]
+    condition = (pc.field("kind") == LOCK) | (pc.field("kind").isin([SEGMENT, PENDING]) & in_use())
 
     def decide(state: PartitionState) -> Decision[list[PendingSegment]]:
         at = now_ms()
         pending = {r["id"]: pending_from_row(r) for r in state.of(PENDING)}
-        locks = [lock_from_row(r) for r in state.of(LOCK)]
+        locks = IntervalIndex(
+            (lk.interval.start_millis, lk.interval.end_millis, lk)
+            for lk in map(lock_from_row, state.of(LOCK))
+        )
+        rows = IntervalIndex(
+            (r["start_ms"], r["end_ms"], r) for r in state.of(SEGMENT) + state.of(PENDING)
+        )
         chunks: dict[tuple[tuple[int, int], str], _Chunk] = {}
         changes = expired_lock_deletes(state, at)
         results = []
@@ -123,7 +133,7 @@ def allocate(
                     )
                 results.append(known)
                 continue
-            found = _chunk_for(state, req.interval, overwrite_version, at)
+            found = _chunk_for(rows, req.interval, overwrite_version, at)
             # Requests of finer intervals can land in one coarser chunk (an append by HOUR
             # into a DAY chunk): they share its partition counter.
             chunk = chunks.setdefault((found.interval.key, found.version), found)
@@ -145,7 +155,7 @@ def allocate(
             )
             verdict = decide_lock(
                 lock_request,
-                locks,
+                locks.overlapping(chunk.interval.start_millis, chunk.interval.end_millis),
                 existing_versions=(),
                 now_millis=at,
                 lease_millis=lockbox.lease_ms,
@@ -160,18 +170,22 @@ def allocate(
                     ),
                     conflicting=verdict.conflicting,
                 )
-            locks.append(verdict.granted)
+            granted = verdict.granted
+            locks.add(granted.interval.start_millis, granted.interval.end_millis, granted)
             entry = PendingSegment(
                 sid, req.sequence_name, req.previous_id, group_id, chunk.num_core_partitions
             )
             pending[req.key] = entry
             results.append(entry)
             changes.append(Change("insert", pending_row(entry, now_ms=at)))
-            changes.append(Change("upsert", lock_row(verdict.granted, now_ms=at)))
+            changes.append(Change("upsert", lock_row(granted, now_ms=at)))
             for revoked in verdict.revoke:
                 changes.append(
                     Change("upsert", lock_row(replace(revoked, revoked=True), now_ms=at))
                 )
+        if any(ch.row["kind"] == PENDING for ch in changes):  # new ids: their locks' lease
+            lease = lease_row(datasource, group_id, expires_ms=at + lockbox.lease_ms, now_ms=at)
+            changes.append(Change("upsert", lease))
         return Decision(changes, results)
 
     return transact(
@@ -180,6 +194,7 @@ def allocate(
         decide,
         operation="allocate",
         condition=condition,
+        scope=span_scope(intervals) | Scope.of(keys=[lease_key(group_id)]),
         policy=lockbox.retry,
     )
 
@@ -191,14 +206,10 @@ def _check_space(partition_num: int, overwrite: bool) -> None:
 
 
 def _chunk_for(
-    state: PartitionState, interval: Interval, overwrite_version: str | None, at: int
+    index: IntervalIndex[Row], interval: Interval, overwrite_version: str | None, at: int
 ) -> _Chunk:
     """The chunk a new segment of ``interval`` goes into, and its next free partition id."""
-    rows = [
-        r
-        for r in state.of(SEGMENT) + state.of(PENDING)
-        if r["start_ms"] < interval.end_millis and r["end_ms"] > interval.start_millis
-    ]
+    rows = index.overlapping(interval.start_millis, interval.end_millis)
     containing = [
         r
         for r in rows
@@ -236,8 +247,7 @@ def _core_partitions(rows: list[Row]) -> int:
     core = 0
     for r in rows:
         if r["kind"] == SEGMENT and r["partition_num"] < NON_ROOT_GENERATION_PARTITION_ID_MIN:
-            spec = shard_spec_from_json(json.loads(r["payload"])["shardSpec"])
-            core = max(core, spec.num_core_partitions)
+            core = max(core, int(r["core_partitions"] or 0))
         elif r["kind"] == PENDING:
             core = max(core, int(r["seq"] or 0))
     return core

@@ -50,7 +50,10 @@ def mark_overshadowed_unused(
         marked = []
         for row, segment in zip(rows, segments, strict=True):
             if segment.id in overshadowed:
-                changes.append(Change("upsert", {**row, "used": False, "updated_ms": at}))
+                # Overshadowed: no other segment's state depends on it.
+                changes.append(
+                    Change("upsert", {**row, "used": False, "visibility": None, "updated_ms": at})
+                )
                 marked.append(segment.id)
         return Decision(changes, marked)
 

@@ -1,9 +1,14 @@
 """The lockbox on Delta: grant, renew, revoke and release task locks with conditional commits.
 
-The rules are the pure ones of :mod:`segmentlake.core.locks`; this module reads the
-datasource's locks (and the versions of used segments and pending allocations in the
-requested interval), applies the rules and commits the outcome — the new lock plus the
-revocations — in one commit. Expired locks found on the way are deleted in that same commit.
+The rules are the pure ones of :mod:`segmentlake.core.locks`; this module reads the locks,
+used segments and pending allocations overlapping the requested intervals (the scope of the
+transaction: requests on other time chunks never conflict with it), applies the rules and
+commits the outcome — the new locks, the revocations and the group's lease — in one commit.
+Expired locks found on the way are deleted in that same commit.
+
+A group's locks live as long as its *lease* row (:func:`~segmentlake.metadata.records.
+lease_row`): a heartbeat renews every lock of the group with a one-row commit, however many
+locks the group holds.
 """
 
 from __future__ import annotations
@@ -18,7 +23,17 @@ import pyarrow.compute as pc
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockRequest, TaskLock, decide_lock
 from segmentlake.errors import LockRefused
-from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, lock_from_row, lock_row
+from segmentlake.metadata.records import (
+    LEASE,
+    LOCK,
+    PENDING,
+    SEGMENT,
+    lease_key,
+    lease_row,
+    lock_from_row,
+    lock_row,
+)
+from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, Requirement, RetryPolicy, transact
 
@@ -52,6 +67,16 @@ def overlapping(interval: Interval) -> pc.Expression:
     )
 
 
+def _overlaps(row: dict[str, object], interval: Interval) -> bool:
+    start, end = row["start_ms"], row["end_ms"]
+    return (
+        isinstance(start, int)
+        and isinstance(end, int)
+        and start < interval.end_millis
+        and end > interval.start_millis
+    )
+
+
 def in_use() -> pc.Expression:
     """Rows that are not unused segments (locks and pending rows have no used flag)."""
     return pc.field("used").is_null() | pc.field("used")
@@ -66,6 +91,23 @@ def expired_lock_deletes(state: PartitionState, at_ms: int) -> list[Change]:
     return [
         Change("delete", row) for row in state.of(LOCK) if not lock_from_row(row).is_live(at_ms)
     ]
+
+
+def span_scope(intervals: Sequence[Interval]) -> Scope:
+    """The time ranges of ``intervals``: what a lock, allocate or publish decision reads."""
+    return Scope.of((i.start_millis, i.end_millis) for i in intervals)
+
+
+def group_scope(store: MetadataStore, datasource: str, group_id: str) -> Scope:
+    """The time ranges of the group's locks and its lease: what a decision about the group's
+    own locks reads. (The group does not take locks while it decides about them.)"""
+    rows = store.rows(
+        datasource,
+        (pc.field("kind") == LOCK) & (pc.field("group_id") == group_id),
+        columns=("start_ms", "end_ms"),
+    )
+    ranges = ((r["start_ms"], r["end_ms"]) for r in rows)
+    return Scope.of(ranges, keys=[lease_key(group_id)])
 
 
 class Lockbox:
@@ -89,6 +131,7 @@ class Lockbox:
         *,
         requirements: Sequence[Requirement] = (),
         reads: pc.Expression | None = None,
+        extra_scope: Scope = NOTHING,
         extra_changes: Callable[[PartitionState], Sequence[Change]] | None = None,
     ) -> LockResult:
         """Grant every request of one group or none, in one commit; the time-chunk locks among
@@ -104,11 +147,10 @@ class Lockbox:
         if len(groups) != 1:
             raise LockRefused(f"locks taken together must be of one datasource and group: {groups}")
         datasource = requests[0].datasource
-        lo = min(r.interval.start_millis for r in requests)
-        hi = max(r.interval.end_millis for r in requests)
-        span = Interval.of_millis(lo, hi)
+        group_id = requests[0].group_id
+        scope = span_scope([r.interval for r in requests])
         condition = (pc.field("kind") == LOCK) | (
-            pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use()
+            pc.field("kind").isin([SEGMENT, PENDING]) & in_use()
         )
         if reads is not None:
             condition = condition | reads
@@ -136,6 +178,8 @@ class Lockbox:
                 revoked += decision.revoke
             changes = expired_lock_deletes(state, at)
             changes += [Change("upsert", lock_row(lk, now_ms=at)) for lk in granted]
+            lease = lease_row(datasource, group_id, expires_ms=at + self.lease_ms, now_ms=at)
+            changes.append(Change("upsert", lease))
             changes += [
                 Change("upsert", lock_row(replace(lk, revoked=True), now_ms=at)) for lk in revoked
             ]
@@ -160,6 +204,7 @@ class Lockbox:
             decide,
             operation="lock",
             condition=condition,
+            scope=scope | extra_scope | Scope.of(keys=[lease_key(group_id)]),
             policy=self.retry,
         )
 
@@ -195,44 +240,46 @@ class Lockbox:
             time.sleep(poll_s)
 
     def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
-        """Extend the leases of the group's live locks, and of its other leased rows (a
-        compaction's reservation record) with them; return the locks (empty: all lost)."""
+        """Extend the group's lease — and so every lock and reservation it holds — with one
+        one-row commit; return its live locks (empty: all lost). A lease that has run out
+        stays out: its holder is presumed dead and others may have taken over."""
 
-        def decide(state: PartitionState) -> Decision[list[TaskLock]]:
+        def decide(state: PartitionState) -> Decision[bool]:
             at = now_ms()
-            mine = [lk for lk in live_locks(state, at) if lk.group_id == group_id]
-            renewed = [replace(lk, expires_millis=at + self.lease_ms) for lk in mine]
-            changes = [Change("upsert", lock_row(lk, now_ms=at)) for lk in renewed]
-            if mine:  # a lost group's records stay expired: their holder is presumed dead
-                changes += [
-                    Change("upsert", {**row, "expires_ms": at + self.lease_ms, "updated_ms": at})
-                    for row in state.rows
-                    if row["kind"] != LOCK
-                    and row["expires_ms"] is not None
-                    and row["expires_ms"] > at
-                ]
-            return Decision(changes, renewed)
+            leases = [r for r in state.of(LEASE) if r["id"] == group_id]
+            if not leases or (leases[0]["expires_ms"] or 0) <= at:
+                return Decision((), False)
+            renewed = lease_row(datasource, group_id, expires_ms=at + self.lease_ms, now_ms=at)
+            return Decision([Change("upsert", renewed)], True)
 
-        return transact(
+        alive = transact(
             self.store,
             datasource,
             decide,
             operation="heartbeat",
-            condition=(pc.field("group_id") == group_id)
-            & ((pc.field("kind") == LOCK) | pc.field("expires_ms").is_valid()),
+            condition=(pc.field("kind") == LEASE) & (pc.field("id") == group_id),
+            scope=Scope.of(keys=[lease_key(group_id)]),
             policy=self.retry,
         )
+        if not alive:
+            return []
+        at = now_ms()
+        return [lk for lk in self.locks(datasource) if lk.group_id == group_id and lk.is_live(at)]
 
     def release(self, datasource: str, group_id: str, *, interval: Interval | None = None) -> int:
-        """Release the group's locks (those overlapping ``interval`` if given); return how
-        many were released."""
-        condition = (pc.field("kind") == LOCK) & (pc.field("group_id") == group_id)
-        if interval is not None:
-            condition = condition & overlapping(interval)
+        """Release the group's locks (those overlapping ``interval`` if given; with its lease
+        when all go); return how many were released."""
+        condition = ((pc.field("kind") == LOCK) & (pc.field("group_id") == group_id)) | (
+            (pc.field("kind") == LEASE) & (pc.field("id") == group_id)
+        )
 
         def decide(state: PartitionState) -> Decision[int]:
-            rows = state.of(LOCK)
-            return Decision([Change("delete", r) for r in rows], len(rows))
+            locks = state.of(LOCK)
+            gone = [r for r in locks if interval is None or _overlaps(r, interval)]
+            changes = [Change("delete", r) for r in gone]
+            if len(gone) == len(locks):
+                changes += [Change("delete", r) for r in state.of(LEASE)]
+            return Decision(changes, len(gone))
 
         return transact(
             self.store,
@@ -240,6 +287,7 @@ class Lockbox:
             decide,
             operation="unlock",
             condition=condition,
+            scope=group_scope(self.store, datasource, group_id),
             policy=self.retry,
         )
 

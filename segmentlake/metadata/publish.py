@@ -8,27 +8,31 @@ duplicate them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from segmentlake.core.interval import Interval
+from segmentlake.core.interval_index import IntervalIndex
+from segmentlake.core.locks import LockGranularity, TaskLock
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, overlapping
+from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, group_scope, in_use
 from segmentlake.metadata.records import (
     LOCK,
     PENDING,
     SEGMENT,
     Row,
+    lease_row,
     lock_from_row,
+    segment_from_row,
     segment_row,
 )
+from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, Requirement, transact
 from segmentlake.metadata.upgrade import upgrades
+from segmentlake.metadata.visibility import affected_scope, visibility_changes
 
 __all__ = ["PublishResult", "publish"]
 
@@ -53,6 +57,7 @@ def publish(
     requirements: Sequence[Requirement] = (),
     reads: pc.Expression | None = None,
     extra_changes: Callable[[PartitionState], Sequence[Change]] | None = None,
+    extra_scope: Scope = NOTHING,
 ) -> PublishResult:
     """Publish ``segments`` (all of ``datasource``) under the locks of ``group_id``;
     ``extra_rows`` (e.g. the task's report; or a function of the upgraded copies giving them)
@@ -61,27 +66,30 @@ def publish(
     Every segment must be covered by a live (held, unrevoked, unexpired) lock of the group with
     the segment's version, and every ``requirements`` check must pass on the state the commit
     is decided on; otherwise :class:`LockRefused` (or the check's error) says why and nothing
-    is published; the rows ``reads`` matches are part of that state, and ``extra_changes``
-    of it join the commit (the compaction manager's selection update). The same commit adds
-    the upgraded copies of concurrently appended segments (:mod:`segmentlake.metadata.upgrade`):
-    a replacing publish passes ``replaced``, the ids of every used segment it read; an append
-    passes ``appended``.
+    is published; the rows ``reads`` matches within ``extra_scope`` are part of that state,
+    and ``extra_changes`` of it join the commit (the compaction manager's selection update).
+    The same commit adds the upgraded copies of concurrently appended segments
+    (:mod:`segmentlake.metadata.upgrade`): a replacing publish passes ``replaced``, the ids of
+    every used segment it read; an append passes ``appended``.
     """
     for seg in segments:
         if seg.datasource != datasource:
             raise SpecError(f"segment {seg.id} is not of datasource {datasource!r}")
-    condition = pc.field("group_id") == group_id
-    if segments:
-        span = Interval.of_millis(
-            min(s.interval.start_millis for s in segments),
-            max(s.interval.end_millis for s in segments),
-        )
-        condition = condition | (
-            pc.field("kind").isin([SEGMENT, PENDING]) & overlapping(span) & in_use()
-        )
-
+    condition = ((pc.field("kind") == LOCK) & (pc.field("group_id") == group_id)) | (
+        pc.field("kind").isin([SEGMENT, PENDING]) & in_use()
+    )
     if reads is not None:
         condition = condition | reads
+    changed = [s.interval for s in segments]
+
+    def scope() -> Scope:
+        # The group's locks, the segments' chunks and what overlaps them (visibility), and
+        # the chunks a replacing publish re-publishes appended segments into.
+        return (
+            group_scope(lockbox.store, datasource, group_id)
+            | affected_scope(lockbox.store, datasource, changed)
+            | extra_scope
+        )
 
     def decide(state: PartitionState) -> Decision[PublishResult]:
         at = now_ms()
@@ -89,16 +97,30 @@ def publish(
             requirement(state)
         mine = [lk for lk in map(lock_from_row, state.of(LOCK)) if lk.group_id == group_id]
         live = [lk for lk in mine if lk.is_live(at)]
+        covering = _LockCover(live)
         for seg in segments:
-            spec = seg.shard_spec
-            if not any(lk.covers(seg.interval, seg.version, spec.partition_num) for lk in live):
+            if not covering.covers(seg):
                 raise LockRefused(_uncovered(seg, mine, at))
         _check_new_ids(state, segments)
         published = {str(seg.id) for seg in segments}
         copies = upgrades(state, segments, replaced=replaced, appended=appended)
+        new = [*segments, *copies]
+        used = [r for r in state.of(SEGMENT) if r["used"]]
+        states, updates = visibility_changes(
+            used,
+            added=[s for s in new if str(s.id) not in {r["id"] for r in used}],
+            changed=[s.interval for s in new],
+            scope=state.scope,
+            now_ms=at,
+        )
         changes = [
-            Change("insert", segment_row(seg, used=True, now_ms=at)) for seg in [*segments, *copies]
+            Change(
+                "insert",
+                segment_row(seg, used=True, now_ms=at, visibility=states.get(str(seg.id))),
+            )
+            for seg in new
         ]
+        changes += updates
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
         changes += [Change("upsert", row) for row in rows]
         if extra_changes is not None:
@@ -109,6 +131,7 @@ def publish(
         released = 0
         if release_locks:
             changes += [Change("delete", row) for row in state.of(LOCK)]
+            changes += [Change("delete", lease_row(datasource, group_id, expires_ms=0, now_ms=at))]
             released = len(live)
         else:
             changes += expired_lock_deletes(state, at)
@@ -120,8 +143,36 @@ def publish(
         decide,
         operation="publish",
         condition=condition,
+        scope=scope,
         policy=lockbox.retry,
     )
+
+
+class _LockCover:
+    """Whether a group's live locks entitle it to publish a segment, in O(log n) per segment:
+    segment locks by (interval, version, partition), time-chunk locks by interval."""
+
+    def __init__(self, locks: Sequence[TaskLock]) -> None:
+        self._segment_locks = {
+            (lk.interval.key, lk.version, lk.partition_num)
+            for lk in locks
+            if lk.granularity is LockGranularity.SEGMENT
+        }
+        self._chunk_locks = IntervalIndex(
+            (lk.interval.start_millis, lk.interval.end_millis, lk)
+            for lk in locks
+            if lk.granularity is LockGranularity.TIME_CHUNK
+        )
+
+    def covers(self, segment: DataSegment) -> bool:
+        key = (segment.interval.key, segment.version, segment.shard_spec.partition_num)
+        if key in self._segment_locks:
+            return True
+        start, end = segment.interval.key
+        return any(
+            lk.covers(segment.interval, segment.version, segment.shard_spec.partition_num)
+            for lk in self._chunk_locks.overlapping(start, end)
+        )
 
 
 def _check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> None:
@@ -133,7 +184,7 @@ def _check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> No
         sid = str(seg.id)
         other = seen.setdefault(sid, seg)
         row = known.get(sid)
-        stored = None if row is None else json.loads(row["payload"]).get("loadSpec")
+        stored = None if row is None else dict(segment_from_row(row).load_spec)
         if other.load_spec != seg.load_spec or (
             stored is not None and stored != dict(seg.load_spec)
         ):
@@ -144,7 +195,7 @@ def _check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> No
             )
 
 
-def _uncovered(seg: DataSegment, mine: list, at: int) -> str:
+def _uncovered(seg: DataSegment, mine: list[TaskLock], at: int) -> str:
     why = "the group holds no lock covering it"
     for lk in mine:
         if lk.covers(seg.interval, seg.version, seg.shard_spec.partition_num):

@@ -8,7 +8,6 @@ is one commit. Columns are shared and nullable; ``kind`` says which ones a row u
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,53 +19,100 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockType, TaskLock
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
-from segmentlake.core.shard_spec import ShardSpec, shard_spec_from_json
+from segmentlake.core.shard_spec import (
+    NumberedOverwriteShardSpec,
+    NumberedShardSpec,
+    ShardSpec,
+    TombstoneShardSpec,
+    shard_spec_from_json,
+)
+from segmentlake.errors import SpecError
+from segmentlake.metadata.scope import Scope
 
 __all__ = [
     "COLUMNS",
-    "FILE_SCHEMA",
-    "SCHEMA_DDL",
+    "LEASE",
+    "LEASED_KINDS",
     "SEGMENT_COLUMNS",
+    "TABLE_SCHEMA",
+    "TIME_KINDS",
     "PendingSegment",
     "Row",
+    "lease_key",
+    "lease_row",
     "lock_from_row",
     "lock_row",
     "metadata_row",
     "pending_from_row",
     "pending_row",
+    "row_scope",
     "segment_from_row",
     "segment_row",
     "segments_from_rows",
+    "segments_from_table",
 ]
 
 Row = dict[str, Any]
 
 SEGMENT, LOCK, PENDING, TASK = "segment", "lock", "pending", "task"
 
-SCHEMA_DDL = (
-    "datasource STRING NOT NULL, kind STRING NOT NULL, id STRING NOT NULL, "
-    "start_ms BIGINT, end_ms BIGINT, version STRING, partition_num INT, used BOOLEAN, "
-    "group_id STRING, task_id STRING, lock_type STRING, lock_granularity STRING, "
-    "priority INT, revoked BOOLEAN, expires_ms BIGINT, sequence_name STRING, "
-    "previous_id STRING, seq BIGINT, num_rows BIGINT, size_bytes BIGINT, "
-    "payload STRING, updated_ms BIGINT"
+
+LEASE = "lease"
+# Rows a task group holds while its lease lasts; their liveness is the group's lease row.
+LEASED_KINDS = frozenset({LOCK, "compaction_running"})
+# Rows that belong to the time range of their interval (conflicts are per time range);
+# every other kind is keyed by ``<kind>:<id>``.
+TIME_KINDS = frozenset({SEGMENT, LOCK, PENDING, "compaction_selection", "compaction_running"})
+
+_V2_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("datasource", pa.string()),
+    ("kind", pa.string()),
+    ("id", pa.string()),
+    ("rev", pa.int64()),
+    ("deleted", pa.bool_()),
+    ("updated_ms", pa.int64()),
+    ("start_ms", pa.int64()),
+    ("end_ms", pa.int64()),
+    ("version", pa.string()),
+    ("partition_num", pa.int32()),
+    ("used", pa.bool_()),
+    ("visibility", pa.string()),
+    ("shard_type", pa.string()),
+    ("core_partitions", pa.int32()),
+    ("root_start", pa.int32()),
+    ("root_end", pa.int32()),
+    ("minor_version", pa.int32()),
+    ("aug_size", pa.int32()),
+    ("load_key", pa.string()),
+    ("num_rows", pa.int64()),
+    ("size_bytes", pa.int64()),
+    ("group_id", pa.string()),
+    ("task_id", pa.string()),
+    ("lock_type", pa.string()),
+    ("lock_granularity", pa.string()),
+    ("priority", pa.int32()),
+    ("revoked", pa.bool_()),
+    ("expires_ms", pa.int64()),
+    ("sequence_name", pa.string()),
+    ("previous_id", pa.string()),
+    ("seq", pa.int64()),
+    ("payload", pa.string()),
+    ("shared", pa.string()),
 )
-COLUMNS: tuple[str, ...] = tuple(part.split()[0] for part in SCHEMA_DDL.split(", "))
-_ARROW_TYPES = {
-    "STRING": pa.string(),
-    "BIGINT": pa.int64(),
-    "INT": pa.int32(),
-    "BOOLEAN": pa.bool_(),
-}
-# A data file's columns: every column but the partition column ``datasource``, which Delta
-# keeps in the log (as Spark writes partitioned tables).
-FILE_SCHEMA = pa.schema(
-    [
-        pa.field(name, _ARROW_TYPES[sql_type])
-        for name, sql_type, *_ in (part.split() for part in SCHEMA_DDL.split(", "))
-        if name != "datasource"
-    ]
-)
+TABLE_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in _V2_COLUMNS])
+COLUMNS: tuple[str, ...] = tuple(name for name, _ in _V2_COLUMNS)
+
+
+def lease_key(group_id: str) -> str:
+    """The scope key of a task group's lease row."""
+    return f"{LEASE}:{group_id}"
+
+
+def row_scope(row: Row) -> Scope:
+    """What a new version of ``row`` changes: its interval's time range, or its key."""
+    if row["kind"] in TIME_KINDS and row.get("start_ms") is not None:
+        return Scope.of([(int(row["start_ms"]), int(row["end_ms"]))])
+    return Scope.of(keys=[f"{row['kind']}:{row['id']}"])
 
 
 def metadata_row(datasource: str, kind: str, row_id: str, now_ms: int, **values: Any) -> Row:
@@ -76,9 +122,35 @@ def metadata_row(datasource: str, kind: str, row_id: str, now_ms: int, **values:
     return row
 
 
-def segment_row(segment: DataSegment, *, used: bool, now_ms: int) -> Row:
-    """A segment record; the descriptor JSON keeps everything Druid's ``payload`` keeps."""
+_PLAIN_SPECS = frozenset({"numbered", "numbered_overwrite", "tombstone"})
+
+
+def segment_row(
+    segment: DataSegment, *, used: bool, now_ms: int, visibility: str | None = None
+) -> Row:
+    """A segment record. The shard spec's fields, the sizes, the rows' key and the visibility
+    are typed columns; what many segments share (dimensions, metrics, schema, compaction
+    state, the table's path) is one JSON text per kind of segment in ``shared``, stored and
+    held dictionary-encoded; ``payload`` keeps only what is this segment's own beyond the
+    columns (a hashed or range shard spec, an upgraded copy's load spec), usually nothing."""
     spec = segment.shard_spec
+    load = dict(segment.load_spec)
+    key = load.get("segment")
+    shared = {
+        "loadPath": load.get("path"),
+        "dimensions": list(segment.dimensions),
+        "metrics": list(segment.metrics),
+        "schema": None if segment.schema is None else segment.schema.to_json(),
+        "lastCompactionState": (
+            None if segment.last_compaction_state is None else dict(segment.last_compaction_state)
+        ),
+        "binaryVersion": segment.binary_version,
+    }
+    extras: dict[str, Any] = {}
+    if spec.type_name not in _PLAIN_SPECS:
+        extras["shardSpec"] = spec.to_json()
+    if load != _load_spec(shared["loadPath"], key):
+        extras["loadSpec"] = load
     return metadata_row(
         segment.datasource,
         SEGMENT,
@@ -89,72 +161,176 @@ def segment_row(segment: DataSegment, *, used: bool, now_ms: int) -> Row:
         version=segment.version,
         partition_num=spec.partition_num,
         used=used,
+        visibility=visibility if used else None,
+        shard_type=spec.type_name,
+        core_partitions=spec.num_core_partitions,
+        root_start=spec.start_root_partition_id,
+        root_end=spec.end_root_partition_id,
+        minor_version=spec.minor_version,
+        aug_size=spec.atomic_update_group_size,
+        load_key=key if isinstance(key, str) else None,
         num_rows=segment.num_rows,
         size_bytes=segment.size,
-        payload=json.dumps(segment.to_json(), separators=(",", ":")),
+        shared=orjson.dumps(shared, option=orjson.OPT_SORT_KEYS).decode(),
+        payload=orjson.dumps(extras).decode() if extras else None,
     )
 
 
-# The columns segment_from_row reads.
-SEGMENT_COLUMNS = ("datasource", "start_ms", "end_ms", "version", "payload")
+def _load_spec(path: Any, key: Any) -> dict[str, Any]:
+    """The load spec of a segment whose rows are ``key`` in the table at ``path``."""
+    spec: dict[str, Any] = {"type": "delta"}
+    if path is not None:
+        spec["path"] = path
+    if key is not None:
+        spec["segment"] = key
+    return spec
+
+
+# The columns segments_from_rows reads.
+SEGMENT_COLUMNS = (
+    "datasource",
+    "start_ms",
+    "end_ms",
+    "version",
+    "shard_type",
+    "partition_num",
+    "core_partitions",
+    "root_start",
+    "root_end",
+    "minor_version",
+    "aug_size",
+    "load_key",
+    "num_rows",
+    "size_bytes",
+    "shared",
+    "payload",
+)
 
 
 def segment_from_row(row: Row) -> DataSegment:
-    """Rebuild a segment from its row (interval and version from columns, the rest from the
-    descriptor)."""
+    """Rebuild a segment from its record."""
     return segments_from_rows([row])[0]
 
 
 def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
-    """:func:`segment_from_row` for many rows; segments of one chunk share their interval
-    and most share a shard spec, so each distinct one is built once."""
-    intervals: dict[tuple[int, int], Interval] = {}
-    specs: dict[str, ShardSpec] = {}
-    schemas: dict[str, SegmentSchema | None] = {"None": None}
-    out = []
-    # 10^5 new objects, none of them garbage: the cyclic collector would only rescan them
-    # (measured: half of the time for 10^5 segments).
+    """Segments from their records (row dicts with :data:`SEGMENT_COLUMNS`)."""
+    builder = _SegmentBuilder()
     collecting = gc.isenabled()
-    gc.disable()
+    gc.disable()  # 10^5 new objects and no garbage: the collector would only rescan them
     try:
-        for row in rows:
-            data = orjson.loads(row["payload"])
-            span = (row["start_ms"], row["end_ms"])
-            interval = intervals.get(span) or intervals.setdefault(span, Interval.of_millis(*span))
-            spec_key = repr(data["shardSpec"])  # the payload's key order is ours, hence stable
-            spec = specs.get(spec_key) or specs.setdefault(
-                spec_key, shard_spec_from_json(data["shardSpec"])
-            )
-            schema_key = repr(data.get("schema"))
-            if schema_key not in schemas:
-                schemas[schema_key] = SegmentSchema.from_json(data["schema"])
-            out.append(_segment(row, data, interval, spec, schemas[schema_key]))
+        return [builder.segment(row) for row in rows]
     finally:
         if collecting:
             gc.enable()
-    return out
 
 
-def _segment(
-    row: Row,
-    data: dict[str, Any],
-    interval: Interval,
-    spec: ShardSpec,
-    schema: SegmentSchema | None,
-) -> DataSegment:
-    return DataSegment(
-        datasource=row["datasource"],
-        interval=interval,
-        version=row["version"],
-        shard_spec=spec,
-        load_spec=data.get("loadSpec") or {},
-        dimensions=tuple(d for d in (data.get("dimensions") or "").split(",") if d),
-        metrics=tuple(m for m in (data.get("metrics") or "").split(",") if m),
-        size=int(data.get("size", 0)),
-        num_rows=int(data.get("numRows", 0)),
-        last_compaction_state=data.get("lastCompactionState"),
-        binary_version=int(data.get("binaryVersion", 9)),
-        schema=schema,
+def segments_from_table(datasource: str, table: pa.Table) -> list[DataSegment]:
+    """Segments from their records as Arrow (:data:`SEGMENT_COLUMNS`), without a Python dict
+    per row: what loading a timeline of 10^6 segments does."""
+    names = [c for c in SEGMENT_COLUMNS if c != "datasource"]
+    columns = {name: table.column(name).to_pylist() for name in names}
+    builder = _SegmentBuilder()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [
+            builder.segment({name: columns[name][i] for name in names}, datasource)
+            for i in range(table.num_rows)
+        ]
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class _SegmentBuilder:
+    """Builds segments from records, each distinct interval, shard spec and shared part
+    once (a chunk's segments share their interval; most share a spec)."""
+
+    def __init__(self) -> None:
+        self.intervals: dict[tuple[int, int], Interval] = {}
+        self.specs: dict[tuple[Any, ...], ShardSpec] = {}
+        self.shared: dict[str | None, dict[str, Any]] = {}
+
+    def segment(self, row: Row, datasource: str | None = None) -> DataSegment:
+        span = (row["start_ms"], row["end_ms"])
+        interval = self.intervals.get(span)
+        if interval is None:
+            interval = self.intervals[span] = Interval.of_millis(*span)
+        extras = orjson.loads(row["payload"]) if row.get("payload") else {}
+        shared = self._shared(row.get("shared"))
+        spec = self._spec(row, extras)
+        key = row.get("load_key")
+        load = extras.get("loadSpec") or _load_spec(shared["path"], key)
+        return DataSegment.trusted(
+            datasource=datasource or row["datasource"],
+            interval=interval,
+            version=row["version"],
+            shard_spec=spec,
+            load_spec=load,
+            dimensions=shared["dimensions"],
+            metrics=shared["metrics"],
+            size=int(row.get("size_bytes") or 0),
+            num_rows=int(row.get("num_rows") or 0),
+            last_compaction_state=shared["state"],
+            binary_version=shared["binary_version"],
+            schema=shared["schema"],
+        )
+
+    def _shared(self, text: str | None) -> dict[str, Any]:
+        found = self.shared.get(text)
+        if found is None:
+            data = orjson.loads(text) if text else {}
+            schema = data.get("schema")
+            found = self.shared[text] = {
+                "path": data.get("loadPath"),
+                "dimensions": tuple(data.get("dimensions") or ()),
+                "metrics": tuple(data.get("metrics") or ()),
+                "schema": None if schema is None else SegmentSchema.from_json(schema),
+                "state": data.get("lastCompactionState"),
+                "binary_version": int(data.get("binaryVersion", 9)),
+            }
+        return found
+
+    def _spec(self, row: Row, extras: dict[str, Any]) -> ShardSpec:
+        if "shardSpec" in extras:
+            key: tuple[Any, ...] = (
+                "json",
+                orjson.dumps(extras["shardSpec"], option=orjson.OPT_SORT_KEYS),
+            )
+        else:
+            key = (
+                row["shard_type"],
+                row["partition_num"],
+                row["core_partitions"],
+                row["root_start"],
+                row["root_end"],
+                row["minor_version"],
+                row["aug_size"],
+            )
+        spec = self.specs.get(key)
+        if spec is None:
+            spec = self.specs[key] = (
+                shard_spec_from_json(extras["shardSpec"]) if key[0] == "json" else _plain_spec(*key)
+            )
+        return spec
+
+
+def _plain_spec(
+    kind: str, partition: int, core: int, root_start: int, root_end: int, minor: int, aug: int
+) -> ShardSpec:
+    if kind == "numbered":
+        return NumberedShardSpec(partition, core)
+    if kind == "numbered_overwrite":
+        return NumberedOverwriteShardSpec(partition, root_start, root_end, minor, aug)
+    if kind == "tombstone":
+        return TombstoneShardSpec()
+    raise SpecError(f"segment record with shard type {kind!r} but no shard spec payload")
+
+
+def lease_row(datasource: str, group_id: str, *, expires_ms: int, now_ms: int) -> Row:
+    """The lease of a task group: every row the group holds lives until ``expires_ms``."""
+    return metadata_row(
+        datasource, LEASE, group_id, now_ms, group_id=group_id, expires_ms=expires_ms
     )
 
 

@@ -61,7 +61,7 @@ def set_rules(
     """Replace ``datasource``'s chain with ``rules`` and audit it in one commit; returns the
     new revision."""
     _check_name(datasource)
-    chain = rules_from_json(rules)  # type: ignore[arg-type]
+    chain = rules_from_json(rules)
     new_json = rules_to_json(chain)
 
     def decide(state: PartitionState) -> Decision[int]:

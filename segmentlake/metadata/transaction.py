@@ -1,8 +1,11 @@
-"""Run a conditional metadata change as one Delta commit, with bounded, jittered retries.
+"""Run a conditional metadata change as one commit, with bounded, jittered retries.
 
-The shape follows pyiceberg's transaction retry: read the current state, decide (pure), commit
-on top of the version the state was read at; on a lost race re-read and decide again. A
-decision function raising (e.g. :class:`~segmentlake.errors.LockRefused`) aborts without committing.
+The shape follows pyiceberg's transaction retry: read the current state within a scope,
+decide (pure), commit on top of the version the state was read at. The store rebases a commit
+over winners that wrote nothing the transaction read (:mod:`segmentlake.metadata.store`);
+only a real conflict comes back here, and the transaction reads and decides again after a
+jittered backoff. A decision function raising (e.g. :class:`~segmentlake.errors.LockRefused`)
+aborts without committing.
 """
 
 from __future__ import annotations
@@ -15,13 +18,19 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import pyarrow.compute as pc
 
-from segmentlake.errors import CommitConflict, CommitStateUnknown
-from segmentlake.metadata.conflicts import is_commit_conflict
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState
+from segmentlake.errors import CommitConflict, CommitStateUnknown, SegmentLakeError
+from segmentlake.metadata.scope import EVERYTHING, Scope
+from segmentlake.metadata.store import (
+    Change,
+    Conflict,
+    MetadataStore,
+    PartitionState,
+    ScopeTooNarrow,
+)
 
 __all__ = ["CommitLog", "Decision", "Requirement", "RetryPolicy", "recording_commits", "transact"]
 
@@ -36,7 +45,7 @@ Requirement = Callable[[PartitionState], None]
 @dataclass
 class CommitLog:
     """The metadata commits a block made (see :func:`recording_commits`): per operation, how
-    many landed and how many lost races were retried."""
+    many landed and how many conflicts made it decide again."""
 
     commits: dict[str, int]
     retries: dict[str, int]
@@ -81,11 +90,11 @@ class Decision(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Bounded exponential backoff with full jitter."""
+    """Bounded exponential backoff with full jitter, between decisions a conflict undid."""
 
-    max_attempts: int = 40
-    base_delay_s: float = 0.05
-    max_delay_s: float = 2.0
+    max_attempts: int = 60
+    base_delay_s: float = 0.01
+    max_delay_s: float = 1.0
     timeout_s: float = 120.0
 
     def delay(self, attempt: int) -> float:
@@ -99,87 +108,77 @@ def transact(
     *,
     operation: str,
     condition: pc.Expression | None = None,
+    scope: Scope | Callable[[], Scope] = EVERYTHING,
     policy: RetryPolicy | None = None,
 ) -> T:
-    """Read ``datasource``'s state (rows matching ``condition``), ``decide``, commit; retry on
-    a lost race. Raises :class:`CommitConflict` once the retries are spent."""
+    """Read ``datasource``'s rows within ``scope`` (matching ``condition``), ``decide``,
+    commit; decide again when a concurrent commit changed what was read. ``scope`` may be a
+    function (called again when a decision raises :class:`ScopeTooNarrow`; a fixed scope
+    then widens to everything). Raises
+    :class:`CommitConflict` once the retries are spent, :class:`CommitStateUnknown` when a
+    commit failed in a way that leaves its outcome unknown and the log cannot tell."""
     policy = policy or RetryPolicy()
     store.create()  # the first write creates the warehouse's metadata table
     started = time.monotonic()
     commit_id = f"{operation}:{uuid.uuid4()}"
     losses = 0
-    turns = store.turns
-    claimed = False
-    try:
-        for attempt in range(policy.max_attempts):
-            if turns.contended(datasource):
-                turns.acquire(datasource)
-                claimed = True
-            else:
-                turns.wait(datasource)
-            state = store.read(datasource, condition)
+    current = scope() if callable(scope) else scope
+    for attempt in range(policy.max_attempts):
+        state = store.read(datasource, condition, scope=current)
+        try:
             decision = decide(state)
-            if not decision.changes:
-                _record(operation, committed=False, losses=losses)
-                return decision.result
-            if _committed(store, state, decision, commit_id, operation):
-                logger.debug(
-                    "%s on %s committed after %d attempt(s)", operation, datasource, attempt + 1
-                )
-                _record(operation, committed=True, losses=losses)
-                return decision.result
+        except ScopeTooNarrow as e:
+            logger.debug("%s on %s: %s; reading wider", operation, datasource, e)
+            current = scope() if callable(scope) and attempt < 2 else EVERYTHING
+            continue
+        if not decision.changes:
+            _record(operation, committed=False, losses=losses)
+            return decision.result
+        try:
+            version = store.commit(
+                state, decision.changes, commit_id=commit_id, operation=operation
+            )
+        except Conflict as e:
             losses += 1
-            turns.lost(datasource)
+            logger.info("%s on %s: %s; deciding again", operation, datasource, e)
             if time.monotonic() - started > policy.timeout_s:
                 break
-            if not claimed:
-                time.sleep(policy.delay(attempt))
-    finally:
-        if claimed:
-            turns.release(datasource)
+            time.sleep(policy.delay(attempt))
+            continue
+        except SegmentLakeError:
+            raise
+        except Exception as e:
+            if not _landed_despite(store, commit_id, operation, datasource, state, e):
+                raise
+            version = None
+        logger.debug("%s on %s committed (version %s)", operation, datasource, version)
+        _record(operation, committed=version is not None, losses=losses)
+        return decision.result
     raise CommitConflict(
-        f"{operation} on datasource {datasource!r} lost the commit race "
-        f"{losses} times in {time.monotonic() - started:.1f}s; "
-        "too many concurrent metadata changes on this datasource — retry later"
+        f"{operation} on datasource {datasource!r} had to decide again {losses} times in "
+        f"{time.monotonic() - started:.1f}s: too many concurrent changes of what it reads; "
+        "retry later"
     )
 
 
-def _committed(
+def _landed_despite(
     store: MetadataStore,
-    state: PartitionState,
-    decision: Decision[Any],
     commit_id: str,
     operation: str,
+    datasource: str,
+    state: PartitionState,
+    error: Exception,
 ) -> bool:
-    """Commit ``decision`` on ``state``: True if it landed, False if a concurrent commit won."""
+    """A failure that is no conflict (storage, network): True if the commit landed anyway,
+    False if it surely did not; CommitStateUnknown if the log cannot tell."""
     try:
-        return store.commit(state, decision.changes, commit_id=commit_id)
-    except Exception as e:
-        if not is_commit_conflict(e) and _landed_despite(
-            store, commit_id, operation, state.datasource, e
-        ):
-            return True
-        logger.warning(
-            "%s on %s lost a commit race: %s", operation, state.datasource, type(e).__name__
-        )
-        return False
-
-
-def _landed_despite(
-    store: MetadataStore, commit_id: str, operation: str, datasource: str, error: Exception
-) -> bool:
-    """A non-conflict failure: True if the commit landed anyway; re-raise if it surely did not;
-    CommitStateUnknown if that cannot be told."""
-    try:
-        landed = store.landed(commit_id)
-    except Exception as check_error:
+        landed = store.table.landed(commit_id, after=state.version)
+    except CommitStateUnknown as unknown:
         raise CommitStateUnknown(
-            f"{operation} on {datasource!r} failed ({error}) and whether it committed could "
-            f"not be checked ({check_error}); commit id {commit_id}"
+            f"{operation} on {datasource!r} failed ({error}) and {unknown}"
         ) from error
     if landed:
         logger.warning(
-            "%s on %r raised %s but its commit %s landed", operation, datasource, error, commit_id
+            "%s on %r raised %s but commit %s landed", operation, datasource, error, commit_id
         )
-        return True
-    raise error
+    return landed

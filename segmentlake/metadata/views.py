@@ -1,6 +1,9 @@
 """SQL views over the metadata table, like Druid's ``sys`` tables.
 
-Views are temporary views over the Delta table, so they always show its latest version.
+Views are temporary views over the Delta table, so they always show its latest version. The
+table holds row versions (see :mod:`segmentlake.metadata.state`); every view reads the current
+ones — the highest ``rev`` per row, deletions dropped — with each held row's expiry extended
+to its group's lease, exactly what the store reads in Python.
 """
 
 from __future__ import annotations
@@ -9,7 +12,15 @@ from pyspark.sql import SparkSession
 
 from segmentlake.core.names import quote_identifier, sql_path
 from segmentlake.metadata.compaction_records import RUNNING, SELECTION, USER
-from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, TASK
+from segmentlake.metadata.records import (
+    COLUMNS,
+    LEASE,
+    LEASED_KINDS,
+    LOCK,
+    PENDING,
+    SEGMENT,
+    TASK,
+)
 from segmentlake.metadata.store import MetadataStore
 
 __all__ = ["register_system_views"]
@@ -26,10 +37,16 @@ _VIEWS = {
     "segments": f"""
         SELECT id AS segment_id, datasource, {_TS.format(col="start_ms")} AS start,
                {_TS.format(col="end_ms")} AS `end`, version, partition_num, used,
+               visibility, (used AND visibility = 'visible') AS is_visible,
+               shard_type, core_partitions, root_start, root_end, minor_version,
+               aug_size AS atomic_update_group_size, load_key,
                num_rows, size_bytes AS size,
-               get_json_object(payload, '$.shardSpec') AS shard_spec,
-               get_json_object(payload, '$.lastCompactionState') AS last_compaction_state,
-               get_json_object(payload, '$.loadSpec') AS load_spec,
+               get_json_object(payload, '$.shardSpec') AS shard_spec_extras,
+               get_json_object(shared, '$.lastCompactionState') AS last_compaction_state,
+               coalesce(get_json_object(payload, '$.loadSpec'),
+                        to_json(named_struct('type', 'delta',
+                                             'path', get_json_object(shared, '$.loadPath'),
+                                             'segment', load_key))) AS load_spec,
                {_TS.format(col="updated_ms")} AS used_status_last_updated
         FROM {{table}} WHERE kind = '{SEGMENT}'""",
     "locks": f"""
@@ -139,6 +156,29 @@ _VIEWS = {
 }
 
 
+def current_rows_sql(path: str) -> str:
+    """A subquery of the metadata table's current rows (see the module)."""
+    held = ", ".join(f"'{k}'" for k in sorted(LEASED_KINDS))
+    columns = ", ".join(
+        f"CASE WHEN r.kind IN ({held}) AND l.expires_ms IS NOT NULL "
+        "THEN greatest(coalesce(r.expires_ms, 0), l.expires_ms) ELSE r.expires_ms END "
+        "AS expires_ms"
+        if c == "expires_ms"
+        else f"r.{c}"
+        for c in COLUMNS
+    )
+    versions = (
+        f"SELECT *, row_number() OVER (PARTITION BY datasource, kind, id ORDER BY rev DESC) "
+        f"AS rn FROM {sql_path(path)}"
+    )
+    current = f"SELECT * FROM ({versions}) WHERE rn = 1 AND NOT coalesce(deleted, false)"
+    return (
+        f"(WITH cur AS ({current}) SELECT {columns} FROM cur r LEFT JOIN "
+        f"(SELECT datasource, id, expires_ms FROM cur WHERE kind = '{LEASE}') l "
+        "ON r.datasource = l.datasource AND r.group_id = l.id)"
+    )
+
+
 def register_system_views(
     spark: SparkSession, store: MetadataStore, *, prefix: str = "segmentlake_"
 ) -> list[str]:
@@ -149,7 +189,7 @@ def register_system_views(
     names = []
     for suffix, sql in _VIEWS.items():
         name = f"{prefix}{suffix}"
-        query = sql.format(table=sql_path(store.path))
+        query = sql.format(table=current_rows_sql(store.path))
         spark.sql(f"CREATE OR REPLACE TEMP VIEW {quote_identifier(name)} AS {query}")
         names.append(name)
     return names

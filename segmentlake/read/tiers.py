@@ -42,7 +42,7 @@ def copy_sources(
     chosen: dict[str, str] = {}
     for copy in ranked:
         chosen.setdefault(copy.key, copy.volume)
-    alive = {name: volume_alive(spark, in_tier[name]) for name in set(chosen.values())}
+    alive = {name: volume_alive(in_tier[name]) for name in set(chosen.values())}
     versions: dict[str, int] = {}
     for copy in loaded:
         if chosen.get(copy.key) == copy.volume and copy.table_version is not None:

@@ -89,7 +89,7 @@ def test_a_dead_compactors_reservation_expires_and_its_job_is_planned_again(
     dead = RunningCompaction(job, "dead-compactor", now_ms() - 120_000, now_ms() - 60_000)
     state = lake.metadata.read(ds)
     row = running_row(ds, dead, task_id="dead_task", now_ms=now_ms())
-    lake.metadata.commit(state, [Change("upsert", row)], commit_id="test:dead")
+    lake.metadata.commit(state, [Change("upsert", row)], commit_id="test:dead", operation="test")
     assert [r.compactor for r in lake.compaction_status(ds).running] == []  # expired
     report = manager.run_pass()
     assert report.duties.expired == 1

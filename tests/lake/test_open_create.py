@@ -76,7 +76,7 @@ def test_create_is_explicit_and_unknown_datasources_are_not_spec_errors(
     path = tmp_path / "warehouse"
     lake = Lake.create(spark, str(path))
     assert lake.exists()
-    assert (path / "_segmentlake" / "metadata" / "_delta_log").is_dir()
+    assert (path / "_segmentlake" / "metadata_v2" / "_delta_log").is_dir()
     opened = Lake.open(spark, str(path))
     assert opened.datasources() == []
     with pytest.raises(DatasourceNotFound, match="'nope'") as info:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import time
 
-from delta.tables import DeltaTable
-from pyspark.sql import Row
-
 from segmentlake.core.interval import Interval, format_timestamp
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec
@@ -52,17 +49,24 @@ def pending_segment(pending: PendingSegment) -> DataSegment:
     )
 
 
-def history(lake: Lake) -> list[Row]:
-    """The metadata table's commits, oldest first."""
-    table = DeltaTable.forPath(lake.spark, lake.metadata.path)
-    return (
-        table.history().select("version", "operation", "userMetadata").orderBy("version").collect()
-    )
+def history(lake: Lake) -> list[dict[str, object]]:
+    """The metadata table's commits, oldest first: version, operation, commit id."""
+    table = lake.metadata.table
+    if not lake.metadata.exists():
+        return []
+    latest = table.refresh()
+    return [
+        {
+            "version": version,
+            "operation": (record or {}).get("op"),
+            "commit_id": (record or {}).get("id"),
+        }
+        for version, record in table.records(0, latest)
+    ]
 
 
 def latest_version(lake: Lake) -> int:
-    table = DeltaTable.forPath(lake.spark, lake.metadata.path)
-    return int(table.history(1).collect()[0]["version"])
+    return lake.metadata.table.refresh() if lake.metadata.exists() else -1
 
 
 def now_version() -> str:

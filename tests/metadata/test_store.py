@@ -1,77 +1,124 @@
-"""The metadata store's own mechanics on a real Delta table: following the log across store
-instances, copy-on-write with a bounded number of files, and advisory turns."""
+"""The metadata store's own mechanics on a real Delta table written by delta-rs: following the
+log across store instances, conflicts by scope (not by datasource), the upkeep that keeps the
+table at few files, leases, and Spark reading the very rows the store reads."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
 from segmentlake.lake import Lake
-from segmentlake.metadata.records import LOCK
-from segmentlake.metadata.turns import Turns
+from segmentlake.metadata.records import LEASE, LOCK, metadata_row
+from segmentlake.metadata.scope import Scope
+from segmentlake.metadata.store import UPKEEP_FILES, Change, Conflict, MetadataStore, now_ms
+from segmentlake.metadata.views import current_rows_sql
 
-from .support import DAY, day_after, history
+from .support import DAY, NEXT_DAY, day_after, history
 
 pytestmark = pytest.mark.spark
+
+
+def lock(ds: str, name: str, start: int, end: int) -> dict[str, object]:
+    return metadata_row(
+        ds, LOCK, name, now_ms(), start_ms=start, end_ms=end, group_id=name, revoked=False,
+        expires_ms=now_ms() + 60_000,
+    )  # fmt: skip
 
 
 def test_a_second_store_follows_commits_of_the_first(
     spark: SparkSession, lake: Lake, ds: str
 ) -> None:
-    other = Lake(spark, lake.warehouse)  # its own log follower and row cache
-    assert other.locks(ds) == []
     assert lake.try_lock(ds, DAY, group_id="a").granted
-
+    other = Lake(spark, lake.warehouse)  # its own log follower and row cache
     assert [lk.group_id for lk in other.locks(ds)] == ["a"]
     assert other.release_locks(ds, "a") == 1
     assert lake.locks(ds) == []
 
 
-def test_commits_keep_the_partition_at_few_files_and_lose_no_row(lake: Lake, ds: str) -> None:
-    for i in range(24):
-        assert lake.try_lock(ds, day_after(i), group_id=f"g{i}").granted
-    state = lake.metadata.read(ds)
+def test_commits_on_other_chunks_rebase_and_on_the_same_chunk_conflict(lake: Lake, ds: str) -> None:
+    lake.metadata.create()
+    first, second = MetadataStore(lake.warehouse), MetadataStore(lake.warehouse)
+    day, next_day = DAY.key, NEXT_DAY.key
+    a = first.read(ds, scope=Scope.of([day]))
+    b = second.read(ds, scope=Scope.of([next_day]))
+    c = second.read(ds, scope=Scope.of([day]))
+    assert a.version == b.version == c.version
+    landed = first.commit(a, [Change("upsert", lock(ds, "a", *day))], commit_id="a", operation="t")
+    # Another chunk: the winner wrote nothing b read, so b lands on top of it, undecided again.
+    change = Change("upsert", lock(ds, "b", *next_day))
+    rebased = second.commit(b, [change], commit_id="b", operation="t")
+    assert rebased == landed + 1
+    # The same chunk: the winner changed what c read.
+    with pytest.raises(Conflict, match="changed what it read"):
+        second.commit(c, [Change("upsert", lock(ds, "c", *day))], commit_id="c", operation="t")
+    assert sorted(r["id"] for r in first.rows(ds, pc.field("kind") == LOCK)) == ["a", "b"]
+    assert [r["commit_id"] for r in history(lake)[-2:]] == ["a", "b"]
 
-    assert len(state.files) <= 16
-    assert sorted(r["group_id"] for r in state.of(LOCK)) == sorted(f"g{i}" for i in range(24))
-    # Spark reads the same rows from the Delta table the store wrote.
-    rows = lake.metadata.table().where(f"datasource = '{ds}' AND kind = 'lock'").count()
-    assert rows == 24
-    assert {r["operation"] for r in history(lake)[-24:]} == {"UPDATE"}
+
+def test_other_datasources_never_conflict(lake: Lake, ds: str) -> None:
+    lake.metadata.create()
+    store = MetadataStore(lake.warehouse)
+    mine = store.read(ds)  # the whole datasource: a commit anywhere in it would conflict
+    lake.try_lock(f"{ds}_other", DAY, group_id="x")
+    change = Change("upsert", lock(ds, "m", *DAY.key))
+    assert store.commit(mine, [change], commit_id="m", operation="t")
+
+
+def test_upkeep_keeps_few_files_and_loses_no_row(spark: SparkSession, lake: Lake, ds: str) -> None:
+    count = UPKEEP_FILES * 3
+    for i in range(count):
+        assert lake.try_lock(ds, day_after(i), group_id=f"g{i}").granted
+    lake.metadata.upkeep(ds, min_files=2)  # what the background upkeep does when due
+    lake.metadata.table.refresh()
+    files = [f for f in lake.metadata.table.files() if f.datasource == ds]
+    assert len(files) <= 2
+    groups = sorted(r["group_id"] for r in lake.metadata.rows(ds, pc.field("kind") == LOCK))
+    assert groups == sorted(f"g{i}" for i in range(count))
+    # A fresh process folds the same rows from the fewer files.
+    fresh = MetadataStore(lake.warehouse)
+    assert len(fresh.rows(ds, pc.field("kind") == LOCK)) == count
+    # Spark reads the same current rows from the Delta table delta-rs wrote.
+    current = spark.sql(f"SELECT * FROM {current_rows_sql(lake.metadata.path)}")
+    assert current.where(f"datasource = '{ds}' AND kind = '{LOCK}'").count() == count
+
+
+def test_a_heartbeat_is_one_row_for_any_number_of_locks(lake: Lake, ds: str) -> None:
+    requests = [lake.lock_request(ds, day_after(i), group_id="many") for i in range(50)]
+    assert lake.lockbox.try_lock_all(requests).granted
+    before = history(lake)[-1]["version"]
+    expiry = min(lk.expires_millis for lk in lake.locks(ds))
+    time.sleep(0.05)
+    assert len(lake.heartbeat(ds, "many")) == 50
+    new = [r for r in history(lake) if r["version"] > before]
+    assert [r["operation"] for r in new] == ["heartbeat"]
+    (version,) = [r["version"] for r in new]
+    actions = lake.metadata.table.log.commit_actions(version)
+    added = [a["add"] for a in actions if "add" in a]
+    assert [a["stats"] for a in added] == ['{"numRecords": 1}']  # the lease row alone
+    assert min(lk.expires_millis for lk in lake.locks(ds)) > expiry
+    leases = lake.metadata.rows(ds, pc.field("kind") == LEASE)
+    assert [r["id"] for r in leases] == ["many"]
 
 
 def test_rows_selects_columns_and_filters(lake: Lake, ds: str) -> None:
     assert lake.try_lock(ds, DAY, group_id="a").granted
     assert lake.try_lock(ds, day_after(3), group_id="b").granted
 
-    rows = lake.metadata.rows(ds, pc.field("group_id") == "b", columns=["group_id", "kind"])
+    rows = lake.metadata.rows(
+        ds, (pc.field("kind") == LOCK) & (pc.field("group_id") == "b"), columns=["group_id", "kind"]
+    )
 
     assert rows == [{"datasource": ds, "group_id": "b", "kind": LOCK}]
 
 
-def test_turns_wait_for_a_live_claim_and_take_over_an_expired_one(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    root = str(tmp_path / "turns")
-    first = Turns(spark, root, lease_s=1.0)
-    second = Turns(spark, root, lease_s=1.0, poll_s=0.01)
-    assert not second.contended("ds")
-    second.lost("ds")
-    assert second.contended("ds")
-
-    first.acquire("ds")
-    first.acquire("ds")  # already ours: returns at once
-    assert second.wait("other") < 0.5  # another datasource is free
-    started = time.monotonic()
-    second.acquire("ds")  # first never releases: its claim expires after its lease
-    waited = time.monotonic() - started
-    assert 0.5 < waited < 10, waited
-
-    first.release("ds")  # not first's any more: left alone
-    assert first.wait("ds") >= 0.5  # second's claim holds first back until it expires
-    second.release("ds")
-    assert first.wait("ds") < 0.5
+def test_the_table_stays_on_protocol_1_2_without_features_delta_rs_misreads(lake: Lake) -> None:
+    lake.metadata.create()
+    table = lake.metadata.table.table()
+    protocol = table.protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+    configuration = table.metadata().configuration
+    assert configuration.get("delta.enableDeletionVectors") == "false"
+    assert "delta.columnMapping.mode" not in configuration

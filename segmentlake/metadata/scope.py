@@ -1,0 +1,96 @@
+"""What a metadata transaction read and wrote, for conflict checks finer than a datasource.
+
+A commit records its *write scope* in the Delta commit's ``commitInfo``; a transaction that
+lost the race for the next log version compares its *read scope* with the write scopes of the
+commits that won: it must decide again only if one of them wrote something it read. Two
+commits on different time chunks of one datasource therefore never conflict, and commits on
+different datasources never do.
+
+A scope is a set of half-open time ranges (epoch ms; a segment, lock or pending allocation row
+is in the scope of its interval) plus a set of keys (rows without an interval: a task group's
+lease, a task's ledger row, a config row), or *everything* in the datasource.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EVERYTHING", "NOTHING", "Scope"]
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sorted, disjoint, non-adjacent ranges covering the same instants (empty ones dropped)."""
+    out: list[list[int]] = []
+    for start, end in sorted(r for r in ranges if r[0] < r[1]):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return tuple((s, e) for s, e in out)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Time ranges and keys of one datasource (``everything``: all of it)."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+    keys: frozenset[str] = frozenset()
+    everything: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        ranges: Iterable[tuple[int, int]] = (),
+        keys: Iterable[str] = (),
+    ) -> Scope:
+        return cls(_merged(ranges), frozenset(keys))
+
+    def __or__(self, other: Scope) -> Scope:
+        if self.everything or other.everything:
+            return EVERYTHING
+        return Scope(_merged(self.ranges + other.ranges), self.keys | other.keys)
+
+    def __bool__(self) -> bool:
+        return self.everything or bool(self.ranges) or bool(self.keys)
+
+    def overlaps(self, other: Scope) -> bool:
+        """Whether a write of one could change what the other read."""
+        if not self or not other:
+            return False
+        if self.everything or other.everything:
+            return True
+        if self.keys & other.keys:
+            return True
+        return _ranges_overlap(self.ranges, other.ranges)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.everything:
+            return {"all": True}
+        return {"time": [list(r) for r in self.ranges], "keys": sorted(self.keys)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | None) -> Scope:
+        """A recorded scope; a commit that recorded none (another writer) is everything."""
+        if not obj or obj.get("all"):
+            return EVERYTHING
+        return cls.of(((int(s), int(e)) for s, e in obj.get("time", ())), obj.get("keys", ()))
+
+
+def _ranges_overlap(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    """Two sorted disjoint range lists share an instant (a binary search per range of the
+    shorter list)."""
+    if len(a) > len(b):
+        a, b = b, a
+    ends = [e for _, e in b]
+    for start, end in a:
+        i = bisect.bisect_right(ends, start)  # the first range of b ending after start
+        if i < len(b) and b[i][0] < end:
+            return True
+    return False
+
+
+EVERYTHING = Scope(everything=True)
+NOTHING = Scope()

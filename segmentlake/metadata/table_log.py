@@ -1,0 +1,171 @@
+"""A Delta table's log, read from Python through delta-rs: no JVM, no Spark job.
+
+The datasource tables (and the volumes' tables) are written by Spark; segmentlake reads their
+logs for what a write added (rows, bytes and files per ``__segment`` value, from the add
+actions' stats), for their live files and versions, and for table properties. Everything
+here is the Delta protocol as written on storage and delta-rs's public API, so it works the
+same whatever Delta build wrote the table (open source, Databricks) and with no driver JVM
+(Spark Connect).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from deltalake.fs import DeltaStorageHandler
+
+__all__ = ["AddedFile", "LiveFile", "TableLog", "local_path"]
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def local_path(uri: str) -> str | None:
+    """The local file-system path of ``uri`` (a plain path, ``file:`` or ``dbfs:``), or None
+    for an object-store URI."""
+    if uri.startswith("file://"):
+        return uri.removeprefix("file://")
+    if uri.startswith("file:"):
+        return uri.removeprefix("file:")
+    if uri.startswith("dbfs:/"):
+        return "/dbfs/" + uri.removeprefix("dbfs:/").lstrip("/")
+    return None if _URI.match(uri) else uri
+
+
+@dataclass(frozen=True, slots=True)
+class AddedFile:
+    """A file an ``add`` action of the log added: its path, partition values, size, stats."""
+
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFile:
+    """A file of the table's current version."""
+
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    num_records: int | None
+    modification_time_ms: int
+
+
+class TableLog:
+    """The log of the Delta table at ``uri``."""
+
+    def __init__(self, uri: str, *, storage_options: Mapping[str, str] | None = None) -> None:
+        self.uri = uri.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        local = local_path(self.uri)
+        self.local = local is not None
+        self._root = local if local is not None else self.uri
+        self.fs: pafs.FileSystem = (
+            pafs.LocalFileSystem()
+            if local is not None
+            else pafs.PyFileSystem(DeltaStorageHandler(self.uri, self.storage_options))
+        )
+
+    @property
+    def delta_uri(self) -> str:
+        """The URI delta-rs opens (a local path without a scheme)."""
+        return self._root if self.local else self.uri
+
+    def full(self, relative: str) -> str:
+        """A path relative to the table root, as :attr:`fs` takes it."""
+        return f"{self._root}/{relative}" if self.local else relative
+
+    def table(self, version: int | None = None) -> DeltaTable:
+        return DeltaTable(
+            self.delta_uri, version=version, storage_options=self.storage_options or None
+        )
+
+    def exists(self) -> bool:
+        return DeltaTable.is_deltatable(self.delta_uri, self.storage_options or None)
+
+    def version(self) -> int:
+        """The latest version, -1 when there is no table yet."""
+        try:
+            return int(self.table().version())
+        except TableNotFoundError:
+            return -1
+
+    def commit_actions(self, version: int) -> list[dict[str, Any]]:
+        """The actions of one commit (``[]`` when its log entry is gone)."""
+        name = self.full(f"_delta_log/{version:020d}.json")
+        try:
+            with self.fs.open_input_stream(name) as stream:
+                text = stream.read().decode("utf-8")
+        except (FileNotFoundError, OSError):
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def added_files(self, start: int, end: int) -> list[AddedFile]:
+        """The files added by versions ``start..end`` (inclusive)."""
+        found = []
+        for version in range(start, end + 1):
+            for action in self.commit_actions(version):
+                add = action.get("add")
+                if add is None:
+                    continue
+                found.append(
+                    AddedFile(
+                        add["path"],
+                        add.get("partitionValues") or {},
+                        int(add.get("size") or 0),
+                        json.loads(add.get("stats") or "{}"),
+                    )
+                )
+        return found
+
+    def live_files(self) -> list[LiveFile]:
+        """The files of the latest version (empty when there is no table)."""
+        try:
+            actions = self.table().get_add_actions(flatten=True)
+        except TableNotFoundError:
+            return []
+        names = actions.column_names
+        partitions = [n for n in names if n.startswith("partition.")]
+        paths = actions.column("path").to_pylist()
+        sizes = actions.column("size_bytes").to_pylist()
+        counts = (
+            actions.column("num_records").to_pylist()
+            if "num_records" in names
+            else [None] * len(paths)
+        )
+        times = actions.column("modification_time").to_pylist()
+        values = {n.removeprefix("partition."): actions.column(n).to_pylist() for n in partitions}
+        return [
+            LiveFile(
+                path,
+                {name: column[i] for name, column in values.items()},
+                int(sizes[i] or 0),
+                None if counts[i] is None else int(counts[i] or 0),
+                _millis(times[i]),
+            )
+            for i, path in enumerate(paths)
+        ]
+
+    def properties(self) -> dict[str, str]:
+        """The table's properties (``delta.*`` and others)."""
+        try:
+            return dict(self.table().metadata().configuration)
+        except TableNotFoundError:
+            return {}
+
+
+def _millis(value: Any) -> int:
+    """A modification time as epoch ms (delta-rs gives a timestamp or a number)."""
+    if value is None:
+        return 0
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(value)

@@ -1,0 +1,92 @@
+"""Each used segment's visibility, kept in its record by the commit that changes it.
+
+A segment record's ``visibility`` column says what the timeline does with it right now:
+``visible``, ``overshadowed`` or ``standby`` (Druid's OvershadowableManager states; null when
+the segment is unused). Every commit that publishes segments or marks them used or unused
+recomputes the states of the used segments overlapping what it changed, from the timeline of
+the used segments around them, and writes the ones that changed in the same commit — so SQL
+can select the visible set directly and a reader never needs the whole timeline.
+
+What a change can affect: instants inside the changed segments' intervals only. A segment
+overlapping them has its state decided by the segments overlapping *it*, so the transaction
+reads the used segments overlapping the hull of every interval that overlaps the change
+(:func:`affected_scope`), and the decision checks that nothing it found reaches further
+(:class:`~segmentlake.metadata.store.ScopeTooNarrow` otherwise: read wider and decide again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pyarrow.compute as pc
+
+from segmentlake.core.interval import Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.metadata.records import SEGMENT, Row, segments_from_rows
+from segmentlake.metadata.scope import Scope
+from segmentlake.metadata.store import Change, MetadataStore, ScopeTooNarrow
+
+__all__ = ["affected_scope", "visibility_changes"]
+
+
+def _used(store: MetadataStore, datasource: str, ranges: Iterable[tuple[int, int]]) -> list[Row]:
+    out: list[Row] = []
+    for start, end in ranges:
+        out += store.rows(
+            datasource,
+            (pc.field("kind") == SEGMENT)
+            & pc.field("used")
+            & (pc.field("start_ms") < end)
+            & (pc.field("end_ms") > start),
+            columns=("start_ms", "end_ms"),
+        )
+    return out
+
+
+def affected_scope(store: MetadataStore, datasource: str, intervals: Sequence[Interval]) -> Scope:
+    """The time ranges a change of segments in ``intervals`` must read to recompute every
+    affected visibility: the hull of each interval with the used segments overlapping it."""
+    ranges = [(i.start_millis, i.end_millis) for i in intervals]
+    around = _used(store, datasource, Scope.of(ranges).ranges)
+    return Scope.of(ranges + [(r["start_ms"], r["end_ms"]) for r in around])
+
+
+def visibility_changes(
+    used_rows: Sequence[Row],
+    *,
+    added: Sequence[DataSegment] = (),
+    removed: Iterable[str] = (),
+    changed: Sequence[Interval],
+    scope: Scope,
+    now_ms: int,
+) -> tuple[dict[str, str], list[Change]]:
+    """The states after adding ``added`` and removing (marking unused) the ids ``removed``
+    from the used segments ``used_rows`` (every used segment the transaction read within
+    ``scope``): the new segments' states by id, and upserts for the read records whose state
+    changed. Only segments overlapping ``changed`` can change."""
+    gone = set(removed)
+    rows = [r for r in used_rows if r["id"] not in gone]
+    touched = Scope.of((i.start_millis, i.end_millis) for i in changed)
+    near = [r for r in rows if touched.overlaps(Scope.of([(r["start_ms"], r["end_ms"])]))]
+    _check_within(scope, [(r["start_ms"], r["end_ms"], r["id"]) for r in near])
+    _check_within(scope, [(*s.interval.key, str(s.id)) for s in added])
+    timeline = VersionedIntervalTimeline(segments_from_rows(rows))
+    timeline.add_all(added)
+    states = {str(seg.id): state for seg, state in timeline.visibility_states().items()}
+    updates = []
+    for row in near:
+        state = states.get(row["id"])
+        if state is not None and state != row.get("visibility"):
+            updates.append(Change("upsert", {**row, "visibility": state, "updated_ms": now_ms}))
+    return {str(s.id): states[str(s.id)] for s in added}, updates
+
+
+def _check_within(scope: Scope, spans: Iterable[tuple[int, int, str]]) -> None:
+    """A changed segment's state depends on the segments overlapping it, which the
+    transaction read only within its scope: one reaching beyond it needs a wider read."""
+    if scope.everything:
+        return
+    for start, end, segment_id in spans:
+        if not any(s <= start and end <= e for s, e in scope.ranges):
+            raise ScopeTooNarrow(f"segment {segment_id} reaches beyond the ranges read")
