@@ -1,7 +1,10 @@
 """One Spark driver running the compaction manager with one local compactor, for the crash
-tests: ``python manager_worker.py WAREHOUSE DATASOURCE LOG``. It runs until killed, with a
-20 s lease (a killed driver's reservations expire soon) and a pass every second; each pass
-and each job outcome is appended to LOG as a JSON line."""
+tests: ``python manager_worker.py WAREHOUSE DATASOURCE LOG NAME``. Once its session, ``Lake``
+and manager are set up it says ``<LOG dir>/ready-<NAME>`` and waits for ``<LOG dir>/go``
+(``tests/multiprocess_support.py``; a restarted worker finds it there and starts at once). It
+runs until killed, with a 20 s lease (a killed driver's reservations expire soon) and a pass
+every second; each job outcome is appended to LOG as a JSON line, and each pass's and job's
+wall-clock start and end go to ``<LOG dir>/times-<NAME>.json``."""
 
 from __future__ import annotations
 
@@ -9,14 +12,29 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from segmentlake.compact.manager import CompactionManager, JobOutcome
+from segmentlake.compact.manager import CompactionManager, JobOutcome, PassReport
+from segmentlake.core.compaction_jobs import CompactionJob
 from segmentlake.ingest.task import IngestTarget
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
+from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
 
 
-def main(warehouse: str, datasource: str, log: Path) -> None:
+class TimedManager(CompactionManager):
+    """The manager, with each job's run timed (reserve, compact, commit or refusal)."""
+
+    times: OpTimes
+
+    def run_job(self, job: CompactionJob, **kwargs: Any) -> JobOutcome:
+        with self.times.op("job", job=job.job_id) as record:
+            outcome = super().run_job(job, **kwargs)
+            record["status"] = outcome.status
+        return outcome
+
+
+def main(warehouse: str, datasource: str, log: Path, name: str) -> None:
     spark = spark_session(
         app_name="manager-worker",
         master="local[1]",
@@ -24,16 +42,24 @@ def main(warehouse: str, datasource: str, log: Path) -> None:
         extra_conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
     )
     lake = Lake(spark, warehouse, lease_seconds=20)
+    times = OpTimes(log.parent, name)
 
     def record(outcome: JobOutcome) -> None:
         line = {"t": time.time(), "job": outcome.job.job_id, "status": outcome.status}
         with log.open("a") as out:
             out.write(json.dumps({**line, "error": outcome.error}) + "\n")
 
+    def timed_pass(_: CompactionManager, report: PassReport) -> None:
+        end = time.time()
+        times.add({"op": "pass", "start": end - report.seconds, "end": end})
+
     target = IngestTarget(spark, lake.warehouse, lake.lockbox)
-    manager = CompactionManager(target, datasources=[datasource], on_outcome=record)
-    manager.run(compactors=1, interval_s=1.0)
+    manager = TimedManager(target, datasources=[datasource], on_outcome=record)
+    manager.times = times
+    signal_ready(log.parent, name)
+    wait_for_go(log.parent)
+    manager.run(compactors=1, interval_s=1.0, on_pass=timed_pass)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4])

@@ -1,6 +1,7 @@
 """Compaction managers in two Spark drivers, each killed -9 at a random moment and restarted,
 while a user compaction drains two chunks and appends arrive: the user compaction completes
-exactly once, no segment is compacted twice in one generation, reads equal the appended rows."""
+exactly once, no segment is compacted twice in one generation, reads equal the appended rows
+(every row once), and the drivers' own clocks show both managers working at the same time."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_planning import RatioPlanner
@@ -25,6 +27,7 @@ from segmentlake.lake import Lake
 from segmentlake.metadata.records import SEGMENT, segments_from_rows
 from tests.compact.conftest import events, per_key
 from tests.compact.test_manager_scenario import rows, spec
+from tests.multiprocess_support import assert_overlapped, go, read_all_times, wait_ready
 
 pytestmark = [pytest.mark.spark, pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -32,15 +35,21 @@ WORKER = Path(__file__).with_name("manager_worker.py")
 DAYS = ("2024-03-01", "2024-03-02")
 
 
-def start(warehouse: str, ds: str, log: Path) -> subprocess.Popen:
+def start(warehouse: str, ds: str, log: Path, name: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), warehouse, ds, str(log)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    with log.with_name(f"{name}.out").open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), warehouse, ds, str(log), name],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def output_tail(directory: Path, name: str) -> str:
+    path = directory / f"{name}.out"
+    return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
 
 def kill(proc: subprocess.Popen) -> None:
@@ -67,10 +76,18 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
     )
     user = lake.start_user_compaction(ds, f"{DAYS[0]}/P2D", max_segments_per_job=8)
     logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    procs = [start(warehouse, ds, log) for log in logs]
-    kills = sorted(rng.uniform(25, 70) for _ in procs)
-    started = time.monotonic()
+    names = [["a0"], ["b0"]]  # each manager's incarnations
+    procs = [start(warehouse, ds, log, n[0]) for log, n in zip(logs, names, strict=True)]
+    # Kill moments count from the release of warm drivers (they need 10-20 s to start).
+    kills = sorted(rng.uniform(10, 55) for _ in procs)
     try:
+        wait_ready(
+            tmp_path,
+            {n[0]: p for n, p in zip(names, procs, strict=True)},
+            tail=lambda name: output_tail(tmp_path, name),
+        )
+        started = time.monotonic()
+        go(tmp_path)
         for n, at in enumerate(kills):
             time.sleep(max(0.0, at - (time.monotonic() - started)))
             # Appends arrive meanwhile: compacted by system jobs outside the selection.
@@ -78,7 +95,8 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
             written += more
             assert lake.append(events(spark, more), ds, spec(50)).status == "SUCCESS"
             kill(procs[n])
-            procs[n] = start(warehouse, ds, logs[n])
+            names[n].append(f"{names[n][0][0]}{len(names[n])}")
+            procs[n] = start(warehouse, ds, logs[n], names[n][-1])  # finds "go": starts at once
         deadline = time.monotonic() + 420
         while time.monotonic() < deadline:
             status = lake.compaction_status(ds)
@@ -89,6 +107,14 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
     finally:
         for proc in procs:
             kill(proc)
+    # The two managers (over all their incarnations) ran passes and jobs at the same time.
+    times = {
+        manager[0][0]: [op for ops in read_all_times(tmp_path, manager).values() for op in ops]
+        for manager in names
+    }
+    assert_overlapped(times)
+    jobs = {m: [op for op in ops if op.name == "job"] for m, ops in times.items()}
+    print(f"jobs per manager: { {m: len(j) for m, j in jobs.items()} }")
     outcomes = [json.loads(line) for log in logs if log.exists() for line in log.open()]
     context = f"seed {seed}, kills at {kills}, outcomes {_count(outcomes)}"
     done = lake.user_compaction(ds, user.compaction_id)
@@ -98,7 +124,10 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
     assert lake.compaction_status(ds).selections == (), context
     assert not [o for o in outcomes if o["status"] == "failed"], context
     _assert_no_generation_compacted_twice(lake, ds, context)
-    assert per_key(lake.read(ds)) == per_key(_reference(spark, written)), context
+    read = lake.read(ds)
+    assert per_key(read) == per_key(_reference(spark, written)), context
+    # Every written row counted once (rollup on: by the count metric, not by rows read).
+    assert read.agg(F.sum("edits")).first()[0] == len(written), context
     for day in DAYS:  # each day drained to one segment for the selection, + appended ones
         assert len(lake.timeline(ds).visible_segments(_day(day))) <= 3, context
 

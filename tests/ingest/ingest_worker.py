@@ -2,8 +2,10 @@
 
 ``python ingest_worker.py WAREHOUSE DATASOURCE MODE WORKER DIR``:
 
-* ``append``: appends 50 rows of user ``w<WORKER>-<i>`` into 2024-01-01, starting when the
-  file ``DIR/go`` appears (so that the drivers append at the same moment); prints the report;
+* ``append``: opens the warehouse and builds 50 rows of user ``w<WORKER>-<i>`` in 2024-01-01,
+  says ``DIR/ready-<WORKER>``, waits for ``DIR/go`` (``tests/multiprocess_support.py``; the test
+  gives it once every driver is ready, so that they append at the same moment), appends, records
+  the append's wall-clock start and end in ``DIR/times-<WORKER>.json`` and prints the report;
 * ``slow-overwrite``: overwrites 2024-01-01 with rows whose dimension is computed by a slow
   Python UDF, with a 10 s lock lease (a heartbeat every 3.3 s leaves room for a loaded
   machine); the UDF creates ``DIR/writing`` when the write job starts, so the test can kill
@@ -20,6 +22,7 @@ from pyspark.sql import functions as F
 
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
+from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
 
 SPEC = {
     "timestampSpec": {"column": "ts", "format": "iso"},
@@ -40,9 +43,12 @@ def main(warehouse: str, datasource: str, mode: str, worker: int, directory: Pat
         lake = Lake(spark, warehouse)
         rows = [(f"2024-01-01T{i % 24:02d}:00:00Z", f"w{worker}-{i}") for i in range(50)]
         df = spark.createDataFrame(rows, "ts STRING, user STRING")
-        while not (directory / "go").exists():
-            time.sleep(0.02)
-        print(lake.append(df, datasource, SPEC).summary(), flush=True)
+        times = OpTimes(directory, str(worker))
+        signal_ready(directory, str(worker))
+        wait_for_go(directory)
+        with times.op("append"):
+            report = lake.append(df, datasource, SPEC)
+        print(report.summary(), flush=True)
     elif mode == "slow-overwrite":
         lake = Lake(spark, warehouse, lease_seconds=10)
         marker = str(directory / "writing")

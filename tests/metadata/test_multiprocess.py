@@ -2,12 +2,15 @@
 
 Each worker (``worker.py``) is its own Spark driver (``local[1]``) serving commands from this
 test; a module-wide pool of three keeps their ~10-20 s start-up out of every test. Each test
-has its own warehouse (``tmp_path``) and datasource. Races start at a barrier file: workers
-open the warehouse, say they are waiting, and act when the file appears.
+has its own warehouse (``tmp_path``) and datasource. Races follow ``tests/multiprocess_support``:
+warm workers (Spark up, one scratch commit done, the warehouse opened) say they are ready, the
+test releases them all at once, and checks from their own clocks that the operations it calls
+concurrent did overlap.
 
 What is checked: allocation gives unique, gap-free ids in one chunk version; exactly one of
 concurrent exclusive lock requests wins; concurrent publishes all land; a holder SIGKILLed
-with its JVM blocks another worker only until its lease ends, and can no longer publish.
+with its JVM blocks another worker only until its lease ends, and can no longer publish (that
+one is sequential by design: the successor acts after the holder is dead).
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.errors import LockRefused
 from segmentlake.lake import Lake
 from segmentlake.metadata.records import PENDING
+from tests.multiprocess_support import (
+    Overlap,
+    assert_overlapped,
+    go,
+    read_all_times,
+    wait_ready,
+)
 
 # Three JVMs on a 2-core machine shared with other jobs; every metadata commit costs seconds.
 pytestmark = [
@@ -66,11 +76,13 @@ class WorkerProcess:
         self.dir = directory
         self.log = directory / "log.txt"
         self.seq = 0
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, str(WORKER_SCRIPT), str(directory)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=env,
                 start_new_session=True,
             )
 
@@ -175,18 +187,34 @@ def warehouse_lake(spark: SparkSession, tmp_path: Path) -> Lake:
     return Lake(spark, str(tmp_path / "warehouse"))
 
 
-def race(workers: list[WorkerProcess], commands: list[dict[str, Any]], barrier: Path) -> list[Any]:
-    """Hand each worker its command, wait until all wait at ``barrier``, release them, and
-    return their results in order."""
-    seqs = [w.send(barrier=str(barrier), **c) for w, c in zip(workers, commands, strict=True)]
+def race(
+    workers: list[WorkerProcess],
+    commands: list[dict[str, Any]],
+    race_dir: Path,
+    *,
+    together: bool = False,
+) -> tuple[list[Any], Overlap]:
+    """Hand each worker its command, wait until all are ready in ``race_dir``, release them,
+    check that their operations overlapped (``together``: all at one instant), and return
+    their results in order with the overlap figures."""
+    race_dir.mkdir()
+    seqs = [w.send(race=str(race_dir), **c) for w, c in zip(workers, commands, strict=True)]
+    names = [w.dir.name for w in workers]
+    by_name = {w.dir.name: w for w in workers}
     try:
-        for worker, seq in zip(workers, seqs, strict=True):
-            worker.wait_for(f"waiting-{seq}", START_TIMEOUT_S)
+        wait_ready(
+            race_dir,
+            {w.dir.name: w.proc for w in workers},
+            timeout_s=START_TIMEOUT_S,
+            tail=lambda name: by_name[name].tail(),
+        )
     finally:
         # Even when one failed: the others must not sit at this barrier while later tests
         # queue commands behind it.
-        barrier.touch()
-    return [w.result(seq) for w, seq in zip(workers, seqs, strict=True)]
+        go(race_dir)
+    results = [w.result(seq) for w, seq in zip(workers, seqs, strict=True)]
+    overlap = assert_overlapped(read_all_times(race_dir, names), together=together)
+    return results, overlap
 
 
 def test_concurrent_allocations_get_unique_gap_free_ids_in_one_version(
@@ -208,7 +236,7 @@ def test_concurrent_allocations_get_unique_gap_free_ids_in_one_version(
         }
         for i in range(WORKERS)
     ]
-    results = race(pool.get(WORKERS), commands, tmp_path / "go")
+    results, _ = race(pool.get(WORKERS), commands, tmp_path / "race")
 
     rows = lake.metadata.rows(ds, pc.field("kind") == PENDING)
     total = WORKERS * ALLOCATIONS
@@ -249,7 +277,7 @@ def test_processes_creating_one_warehouse_at_once_all_commit(pool: Pool, tmp_pat
         for i in range(WORKERS)
     ]
 
-    results = race(pool.get(WORKERS), commands, tmp_path / "go")
+    results, _ = race(pool.get(WORKERS), commands, tmp_path / "race", together=True)
 
     assert sorted(a["partition"] for answer in results for a in answer) == list(range(WORKERS))
 
@@ -269,7 +297,7 @@ def test_exactly_one_of_concurrent_exclusive_requests_wins(
         }
         for i in range(WORKERS)
     ]
-    results = race(pool.get(WORKERS), commands, tmp_path / "go")
+    results, _ = race(pool.get(WORKERS), commands, tmp_path / "race", together=True)
 
     winners = [f"x{i}" for i, r in enumerate(results) if r["granted"]]
     assert len(winners) == 1, results
@@ -297,7 +325,7 @@ def test_concurrent_publishes_all_land(pool: Pool, warehouse_lake: Lake, tmp_pat
         }
         for i in range(WORKERS)
     ]
-    results = race(pool.get(WORKERS), commands, tmp_path / "go")
+    results, _ = race(pool.get(WORKERS), commands, tmp_path / "race", together=True)
 
     used = lake.used_segments(ds)
     assert sorted(str(s.id) for s in used) == sorted(sid for r in results for sid in r), results

@@ -8,8 +8,10 @@ for several tests:
 * the test writes command ``n`` as ``DIR/cmd-<n>.json`` (n = 0, 1, ...); the worker runs them in
   order and answers each with ``DIR/res-<n>.json``: ``{"ok": true, "result": ...}`` or
   ``{"ok": false, "error": "<traceback>"}``; files appear atomically (write, then rename);
-* a command with a ``barrier`` path opens its warehouse, writes ``DIR/waiting-<n>`` and polls
-  for the barrier file, so that several workers act at (nearly) the same moment;
+* a command with a ``race`` directory opens its warehouse, says ``RACE/ready-<worker>`` and polls
+  for ``RACE/go`` every 10 ms (``tests/multiprocess_support.py``), so that several workers act
+  at the same moment; its operations' wall-clock start and end go to ``RACE/times-<worker>.json``
+  (``<worker>`` = the name of DIR), from which the test checks that they overlapped;
 * ``open_after_barrier`` opens the command's warehouse only after the barrier, so that
   several workers create a new warehouse at once;
 * ``hold`` takes a lock, answers, then sleeps forever: the test kills the worker;
@@ -20,6 +22,7 @@ Spark's own logs go to stdout/stderr, which the test points at ``DIR/log.txt``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -34,6 +37,7 @@ from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.spark import spark_session
+from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
 
 POLL_S = 0.02
 BARRIER_TIMEOUT_S = 600.0
@@ -71,6 +75,7 @@ class Worker:
             },
         )
         self.lakes: dict[tuple[str, float], Lake] = {}
+        self.times: OpTimes | None = None
         self.warm_up()
 
     def warm_up(self) -> None:
@@ -119,15 +124,22 @@ class Worker:
     def run(self, seq: int, command: dict[str, Any]) -> Any:
         # Opened before the barrier unless the race is about opening (creating) a warehouse.
         lake = None if command.get("open_after_barrier") else self.lake(command)
-        barrier = command.get("barrier")
-        if barrier:
-            (self.dir / f"waiting-{seq}").touch()
-            deadline = time.monotonic() + BARRIER_TIMEOUT_S
-            while not Path(barrier).exists():
-                if time.monotonic() > deadline or not self.parent_alive():
-                    raise TimeoutError(f"barrier {barrier} never appeared")
-                time.sleep(POLL_S)
-        return getattr(self, "op_" + command["op"])(lake or self.lake(command), command)
+        race = command.get("race")
+        if not race:
+            self.times = None
+            return getattr(self, "op_" + command["op"])(lake or self.lake(command), command)
+        race_dir = Path(race)
+        self.times = OpTimes(race_dir, self.dir.name)
+        signal_ready(race_dir, self.dir.name, seq=seq)
+        wait_for_go(race_dir, BARRIER_TIMEOUT_S, keep_waiting=self.parent_alive)
+        if lake is None:  # the race is about opening: that is part of the operation
+            with self.timed("open"):
+                lake = self.lake(command)
+        return getattr(self, "op_" + command["op"])(lake, command)
+
+    def timed(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        """Time the block as one operation of a race (nothing outside a race)."""
+        return self.times.op(name) if self.times else contextlib.nullcontext()
 
     # -- operations --------------------------------------------------------------------------
 
@@ -136,9 +148,10 @@ class Worker:
         day = Interval.parse(command["interval"])
         out = []
         for name in command["sequences"]:
-            [pending] = lake.allocate(
-                command["ds"], [AllocateRequest(day, name)], group_id=command["group"]
-            )
+            with self.timed("allocate"):
+                [pending] = lake.allocate(
+                    command["ds"], [AllocateRequest(day, name)], group_id=command["group"]
+                )
             sid = pending.segment_id
             out.append(
                 {
@@ -152,7 +165,8 @@ class Worker:
 
     def op_try_lock(self, lake: Lake, command: dict[str, Any]) -> dict[str, Any]:
         asked_ms = now_ms()
-        result = lake.try_lock(command["ds"], command["interval"], group_id=command["group"])
+        with self.timed("try_lock"):
+            result = lake.try_lock(command["ds"], command["interval"], group_id=command["group"])
         return {
             "granted": result.granted,
             "version": result.lock.version if result.lock else None,
@@ -184,7 +198,8 @@ class Worker:
         transactional publish, which releases the lock."""
         ds, group, count = command["ds"], command["group"], int(command["count"])
         day = Interval.parse(command["interval"])
-        lock = lake.lock(ds, day, group_id=group, timeout_s=120)
+        with self.timed("lock"):
+            lock = lake.lock(ds, day, group_id=group, timeout_s=120)
         segments = [
             DataSegment(
                 ds,
@@ -197,7 +212,8 @@ class Worker:
             )
             for p in range(count)
         ]
-        result = lake.publish(ds, segments, group_id=group)
+        with self.timed("publish"):
+            result = lake.publish(ds, segments, group_id=group)
         if result.segments != count or result.locks_released != 1:
             raise AssertionError(f"unexpected publish result {result}")
         return [str(seg.id) for seg in segments]
