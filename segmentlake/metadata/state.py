@@ -7,13 +7,18 @@ versions always have higher revs (a commit that changes a key has read it, so an
 changing it in between would have conflicted), so a row's current version is simply the one
 with the highest ``rev``. The upkeep duty folds a partition's files into one now and then.
 
-:class:`PartitionFold` keeps one partition's current rows as an Arrow table, one row per key
-(tombstones included until the upkeep drops them), and folds new files in as they appear.
+:class:`PartitionFold` keeps one partition's current rows as an Arrow table, one row per key,
+and folds new files in as they appear. A deletion is a tombstone version; the upkeep keeps
+tombstones for a retention period before dropping them, because a reader that held the row
+and never saw the tombstone's own file (folded away meanwhile) learns of the deletion only
+from the tombstone in the folded file. A fold that went unrefreshed longer than half that
+period is rebuilt from the files instead.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -40,7 +45,29 @@ class PartitionFold:
         self._keys = pa.array([], pa.string())
         self.max_rev = -1
         self.applied: set[str] = set()  # file paths folded in
+        self.refreshed = time.monotonic()
         self.lock = threading.Lock()
+
+    def stale(self, retention_ms: int) -> bool:
+        """Whether this fold went unrefreshed for so long that deletions it never saw may have
+        been folded away since (their tombstones are kept ``retention_ms``): rebuild it."""
+        return (time.monotonic() - self.refreshed) * 1000 > retention_ms / 2
+
+    def without_old_tombstones(self, cutoff_ms: int) -> pa.Table:
+        """The rows with deletions older than ``cutoff_ms`` (by ``updated_ms``) left out:
+        what the upkeep writes back. Newer deletions stay, for readers that lag."""
+        deleted = pc.fill_null(self._rows["deleted"], False)
+        old = pc.and_(deleted, pc.less(pc.fill_null(self._rows["updated_ms"], 0), cutoff_ms))
+        return self._rows.filter(pc.invert(old))
+
+    def forget_tombstones(self, cutoff_ms: int) -> None:
+        """Drop deletions older than ``cutoff_ms`` from memory: no file older than them can
+        come any more (a folded file is committed within the retention of what it folds)."""
+        deleted = pc.fill_null(self._rows["deleted"], False)
+        old = pc.and_(deleted, pc.less(pc.fill_null(self._rows["updated_ms"], 0), cutoff_ms))
+        if pc.any(old).as_py():
+            keep = pc.invert(old)
+            self._set(self._rows.filter(keep), pc.filter(self._keys, keep))
 
     @property
     def rows(self) -> pa.Table:

@@ -122,3 +122,21 @@ def test_the_table_stays_on_protocol_1_2_without_features_delta_rs_misreads(lake
     configuration = table.metadata().configuration
     assert configuration.get("delta.enableDeletionVectors") == "false"
     assert "delta.columnMapping.mode" not in configuration
+
+
+def test_a_lagging_reader_sees_a_deletion_whose_file_was_folded_away(lake: Lake, ds: str) -> None:
+    lake.metadata.create()
+    reader, writer = MetadataStore(lake.warehouse), MetadataStore(lake.warehouse)
+    row = lock(ds, "doomed", *DAY.key)
+    writer.commit(writer.read(ds), [Change("upsert", row)], commit_id="in", operation="t")
+    assert [r["id"] for r in reader.rows(ds)] == ["doomed"]  # the reader holds the row
+    writer.commit(writer.read(ds), [Change("delete", row)], commit_id="out", operation="t")
+    writer.upkeep(ds, min_files=1)  # the delete's own file is folded into one, then gone
+    writer.table.refresh()
+    (folded,) = [f for f in writer.table.files() if f.datasource == ds]
+    kept = writer.table.read_file(folded.path).to_pylist()
+    # The tombstone stays in the folded file (for its retention): without it the reader,
+    # which never saw the delete's own file, would keep serving the row.
+    assert [(r["id"], r["deleted"]) for r in kept] == [("doomed", True)]
+    assert reader.rows(ds) == []
+    assert MetadataStore(lake.warehouse).rows(ds) == []
