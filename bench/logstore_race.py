@@ -9,8 +9,9 @@ Run for segmentlake's ``PutIfAbsentLogStore`` and for Delta's default ``HDFSLogS
 
     .venv/bin/python bench/logstore_race.py --versions 2000 --processes 4
 
-Reports per store: versions written, versions won by more than one writer (lost commits),
-writes refused, unexpected errors, and elapsed time from the common start to the last writer.
+Reports per store: versions written, versions won by more than one writer, versions whose
+file holds another writer's line than the one told it won (both are lost commits), writes
+refused, unexpected errors, and elapsed time from the common start to the last writer.
 """
 
 from __future__ import annotations
@@ -101,12 +102,21 @@ def race(store_name: str, *, versions: int, writers: int, work: Path) -> dict[st
         for version in outcome["won"]:
             claims.setdefault(version, []).append(writer)
     lost = {v: w for v, w in claims.items() if len(w) > 1}
+    # A writer told "won" whose line is not what the version file holds lost its commit too:
+    # Delta's default store lets the loser's rename replace the winner's file, then refuses
+    # the loser (its .crc rename fails), so only one writer claims the version, wrongly.
+    replaced = 0
+    for version, writers in claims.items():
+        text = (log_dir / f"{version:020d}.json").read_text()
+        holder = json.loads(text)["commitInfo"]["writer"]
+        replaced += sum(1 for w in writers if w != holder)
     return {
         "store": store_name,
         "versions_written": len(list(log_dir.glob("*.json"))),
         "versions_claimed": len(claims),
         "won_by_more_than_one": len(lost),
         "lost_commits": sum(len(w) - 1 for w in lost.values()),
+        "claimed_but_replaced": replaced,
         "refused": sum(o["refused"] for o in outcomes),
         "errors": [e for o in outcomes for e in o["errors"]][:5],
         "leftover_temp_files": len([p for p in log_dir.iterdir() if p.suffix == ".tmp"]),

@@ -714,7 +714,7 @@ class Lake:
         """
         span = None if interval is None else _interval(interval)
         path = datasource_path(self.warehouse, self._require_datasource(datasource))
-        if TableLog(path).version() < 0:
+        if TableLog(path, storage_options=self.metadata.table.storage_options).version() < 0:
             raise DatasourceNotFound(
                 f"datasource {datasource!r} has no data in {self.warehouse} yet; ingest it "
                 "first with lake.append or lake.overwrite"

@@ -136,6 +136,18 @@ def _add_cleanup_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     )
 
 
+def run() -> None:
+    """The console script: :func:`main`, then the exit code once output is flushed, without
+    the interpreter's normal shutdown: delta-rs's runtime threads can abort a short process
+    at that point ("terminate called without an active exception") after all the work is done,
+    which would turn a success into a crash."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(

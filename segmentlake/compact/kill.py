@@ -160,7 +160,7 @@ def kill_unused(
     """
     check_kill_arguments(older_than_ms, vacuum_retention_hours)
     path = datasource_path(warehouse, datasource)
-    log = TableLog(path)
+    log = TableLog(path, storage_options=store.table.storage_options)
     has_table = log.version() >= 0
     if has_table and vacuum and vacuum_retention_hours is not None:
         _check_vacuum_retention(spark, log, vacuum_retention_hours)

@@ -399,7 +399,7 @@ class _Job:
             .drop(_RUN)
             .repartition(SEGMENT_KEY)
         )
-        log = TableLog(path)
+        log = TableLog(path, storage_options=self.lockbox.store.table.storage_options)
         versions = write_rows(log, rows)
         suffix = f".{self.token}"
         return written_segments(log, versions, lambda k: k.endswith(suffix))

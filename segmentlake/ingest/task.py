@@ -330,7 +330,7 @@ def _write(
             counted, run.spec, parsed.dimensions, partitioning, key_token=run.key_token
         )
     logger.info("%s: writing to %s", run.task_id, path)
-    log = TableLog(path)
+    log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
     versions = write_rows(log, rows)
     _count(run, parsed, observation.get)
     parts = 1 if partitioning is None else 2
@@ -358,7 +358,7 @@ def _split(
     }
     logger.info("%s: splitting %d oversized segment(s)", run.task_id, len(parts))
     table = run.target.spark.read.format("delta").load(path)
-    log = TableLog(path)
+    log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
     versions = write_rows(log, split_rows(table, parsed.dimensions, parts))
     again = written_segments(log, versions, _key_filter(run.key_token, 2))
     return {k: w for k, w in written.items() if k not in parts} | again

@@ -41,7 +41,16 @@ _VIEWS = {
                shard_type, core_partitions, root_start, root_end, minor_version,
                aug_size AS atomic_update_group_size, load_key,
                num_rows, size_bytes AS size,
-               get_json_object(payload, '$.shardSpec') AS shard_spec_extras,
+               coalesce(get_json_object(payload, '$.shardSpec'),
+                        CASE shard_type WHEN 'numbered_overwrite'
+                          THEN to_json(named_struct('type', shard_type,
+                                 'partitionId', partition_num,
+                                 'startRootPartitionId', root_start,
+                                 'endRootPartitionId', root_end, 'minorVersion', minor_version,
+                                 'atomicUpdateGroupSize', aug_size))
+                          ELSE to_json(named_struct('type', shard_type,
+                                 'partitionNum', partition_num, 'partitions', core_partitions))
+                        END) AS shard_spec,
                get_json_object(shared, '$.lastCompactionState') AS last_compaction_state,
                coalesce(get_json_object(payload, '$.loadSpec'),
                         to_json(named_struct('type', 'delta',

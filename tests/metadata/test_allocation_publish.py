@@ -338,8 +338,8 @@ def test_commit_on_a_stale_read_conflicts_and_other_datasources_do_not(lake: Lak
     # A commit that only inserted a row where the read looked conflicts too.
     before_insert = lake.metadata.read(ds)
     assert lake.try_lock(ds, NEXT_DAY, group_id="b").granted
+    late = [Change("delete", change.row)]
     with pytest.raises(Conflict):
-        late = [Change("delete", change.row)]
         lake.metadata.commit(before_insert, late, commit_id="late", operation="t")
     assert len(lake.locks(ds)) == 2
     # Into an empty partition: the first writer wins, the second decides again.

@@ -57,6 +57,7 @@ public class PutIfAbsentLogStore extends HadoopFileSystemLogStore {
       } else {
         Files.createLink(target, temp);
       }
+      syncDirectory(dir);
     } catch (NoSuchFileException e) {
       // The table directory vanished under us; Delta expects FileNotFoundException for that.
       FileNotFoundException fnf = new FileNotFoundException(e.getMessage());
@@ -85,6 +86,15 @@ public class PutIfAbsentLogStore extends HadoopFileSystemLogStore {
       out.flush();
       // A commit that returned must survive a crash: the link publishes these bytes, not a hole.
       channel.force(true);
+    }
+  }
+
+  /** The new name must survive a crash as the bytes do: a commit reported done stays done. */
+  private static void syncDirectory(java.nio.file.Path dir) throws IOException {
+    try (FileChannel channel = FileChannel.open(dir, StandardOpenOption.READ)) {
+      channel.force(true);
+    } catch (IOException e) {
+      // Some file systems cannot open or sync a directory; the link itself has landed.
     }
   }
 

@@ -1,0 +1,112 @@
+"""The metadata on an S3-compatible object store (moto's server on localhost): drivers in
+separate processes allocating ids in one chunk at the same moment get every id exactly once,
+gap-free. Commits there are S3 conditional PUTs (If-None-Match), not links."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from segmentlake.core.interval import Interval
+from segmentlake.lake import Lake
+from segmentlake.metadata.allocation import AllocateRequest
+from tests.multiprocess_support import Op, assert_overlapped
+
+pytestmark = [pytest.mark.multiprocess]
+
+BUCKET = "segmentlake-test"
+DAY = Interval.parse("2024-01-01/P1D")
+PER_WRITER = 15
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[dict[str, str]]:
+    """A moto S3 server in its own process, with one bucket; the storage options to reach it."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        import boto3
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client = boto3.client(
+                    "s3", endpoint_url=endpoint, aws_access_key_id="test",
+                    aws_secret_access_key="test", region_name="us-east-1",
+                )  # fmt: skip
+                client.create_bucket(Bucket=BUCKET)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+        }
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _allocate(args: tuple[str, dict[str, str], int, float]) -> dict[str, object]:
+    warehouse, options, worker, start_at = args
+    lake = Lake(None, warehouse, storage_options=options)
+    lake.metadata.rows("s3ds")  # warm: the first read of the partition
+    while time.time() < start_at:
+        time.sleep(0.005)
+    ids, times = [], []
+    for n in range(PER_WRITER):
+        started = time.time()
+        (pending,) = lake.allocate(
+            "s3ds", [AllocateRequest(DAY, f"w{worker}-{n}")], group_id=f"w{worker}-{n}"
+        )
+        times.append((started, time.time()))
+        ids.append(pending.segment_id.partition_num)
+    return {"worker": worker, "ids": ids, "times": times}
+
+
+def test_processes_allocating_in_one_chunk_on_s3_get_every_id_once(s3: dict[str, str]) -> None:
+    warehouse = f"s3://{BUCKET}/warehouse"
+    Lake.create(None, warehouse, storage_options=s3)
+    start_at = time.time() + 6  # every process is up and warm by then
+    with mp.get_context("spawn").Pool(3) as pool:
+        results = pool.map(_allocate, [(warehouse, s3, w, start_at) for w in range(3)])
+    ids = Counter(i for r in results for i in r["ids"])  # type: ignore[attr-defined]
+    assert sorted(ids) == list(range(3 * PER_WRITER))  # gap-free
+    assert set(ids.values()) == {1}  # no id twice
+    assert_overlapped(
+        {
+            str(r["worker"]): [
+                Op(str(r["worker"]), "allocate", start, end)
+                for start, end in r["times"]  # type: ignore[attr-defined]
+            ]
+            for r in results
+        }
+    )
+    lake = Lake.open(None, warehouse, storage_options=s3)
+    assert len(lake.locks("s3ds")) == 3 * PER_WRITER
+    assert os.environ.get("AWS_ENDPOINT_URL") is None  # nothing leaked into the environment
