@@ -273,10 +273,29 @@ class VersionedIntervalTimeline:
         chunk._visible = None
 
     def add_all(self, segments: Iterable[DataSegment]) -> None:
-        """Add many segments (what loading a datasource's used segments does)."""
-        add = self.add
+        """Add many segments (what loading a datasource's used segments does): :meth:`add`
+        inlined, as loading 10^6 segments spends a third of its time here."""
+        chunks = self._chunks
+        grown = 0
         for segment in segments:
-            add(segment)
+            if self._datasource != segment.datasource:
+                self._check_datasource(segment)
+            interval = segment.interval
+            key = (interval.start_millis, interval.end_millis)
+            versions = chunks.get(key)
+            if versions is None:
+                versions = chunks[key] = {}
+                self._index_for(key).add(key[0])
+            version = segment.version
+            chunk = versions.get(version)
+            if chunk is None:
+                chunk = versions[version] = _Chunk(key[0], key[1], version)
+            partitions = chunk.segments
+            before = len(partitions)
+            partitions[segment.shard_spec.partition_num] = segment
+            grown += len(partitions) - before
+            chunk._visible = None
+        self._size += grown
 
     def remove(self, segment: DataSegment) -> DataSegment | None:
         """Remove a segment (by id); return it, or None when the timeline does not hold it."""
