@@ -42,7 +42,7 @@ from segmentlake.metadata.records import (
     pending_row,
 )
 from segmentlake.metadata.scope import Scope
-from segmentlake.metadata.store import Change, PartitionState, now_ms
+from segmentlake.metadata.store import Change, PartitionState, ScopeTooNarrow, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
 __all__ = ["AllocateRequest", "allocate"]
@@ -96,20 +96,29 @@ def allocate(
     if not requests:
         return []
     keys = sorted({r.key for r in requests})
-    # Earlier allocations of these keys, wherever they are: a key names one allocation, and
-    # its interval must be read too (a request must not be answered with another interval).
-    earlier = lockbox.store.rows(
-        datasource,
-        (pc.field("kind") == PENDING) & pc.field("id").isin(keys),
-        columns=("start_ms", "end_ms"),
-    )
-    intervals = [r.interval for r in requests]
-    intervals += [Interval.of_millis(r["start_ms"], r["end_ms"]) for r in earlier]
+    requested = span_scope([r.interval for r in requests]) | Scope.of(keys=[lease_key(group_id)])
+
+    def scope() -> Scope:
+        # Earlier allocations of these keys, wherever they are: a key names one allocation,
+        # and its interval must be read too (a request is never answered with another
+        # interval). A hint from what this process last read; the decision checks it.
+        earlier = lockbox.store.rows(
+            datasource,
+            pc.field("id").isin(keys),
+            kinds=[PENDING],
+            columns=("start_ms", "end_ms"),
+            fresh=False,
+        )
+        return requested | Scope.of((r["start_ms"], r["end_ms"]) for r in earlier)
+
     condition = (pc.field("kind") == LOCK) | (pc.field("kind").isin([SEGMENT, PENDING]) & in_use())
 
     def decide(state: PartitionState) -> Decision[list[PendingSegment]]:
         at = now_ms()
         pending = {r["id"]: pending_from_row(r) for r in state.of(PENDING)}
+        unseen = set(keys) - set(pending)
+        if unseen and lockbox.store.present(datasource, PENDING, unseen):
+            raise ScopeTooNarrow(f"allocations of {sorted(unseen)} lie outside what was read")
         locks = IntervalIndex(
             (lk.interval.start_millis, lk.interval.end_millis, lk)
             for lk in map(lock_from_row, state.of(LOCK))
@@ -194,7 +203,7 @@ def allocate(
         decide,
         operation="allocate",
         condition=condition,
-        scope=span_scope(intervals) | Scope.of(keys=[lease_key(group_id)]),
+        scope=scope,
         policy=lockbox.retry,
     )
 

@@ -103,8 +103,10 @@ def group_scope(store: MetadataStore, datasource: str, group_id: str) -> Scope:
     own locks reads. (The group does not take locks while it decides about them.)"""
     rows = store.rows(
         datasource,
-        (pc.field("kind") == LOCK) & (pc.field("group_id") == group_id),
+        pc.field("group_id") == group_id,
+        kinds=[LOCK],
         columns=("start_ms", "end_ms"),
+        fresh=False,
     )
     ranges = ((r["start_ms"], r["end_ms"]) for r in rows)
     return Scope.of(ranges, keys=[lease_key(group_id)])
@@ -293,7 +295,7 @@ class Lockbox:
 
     def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
         """The datasource's locks (live ones only unless ``include_expired``)."""
-        rows = self.store.rows(datasource, pc.field("kind") == LOCK)
+        rows = self.store.rows(datasource, kinds=[LOCK])
         at = now_ms()
         found = sorted(map(lock_from_row, rows), key=lambda lk: (lk.interval, lk.lock_id))
         return found if include_expired else [lk for lk in found if lk.is_live(at)]

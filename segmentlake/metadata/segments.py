@@ -40,10 +40,10 @@ def used_segment_rows(
     store: MetadataStore, datasource: str, interval: Interval | None = None
 ) -> pa.Table:
     """The used segment records of ``datasource`` (overlapping ``interval``) as Arrow."""
-    condition = (pc.field("kind") == SEGMENT) & pc.field("used")
+    condition = pc.field("used")
     if interval is not None and interval != ETERNITY:
         condition = condition & _overlapping(interval)
-    return store.arrow(datasource, condition)
+    return store.arrow(datasource, condition, kinds=[SEGMENT])
 
 
 def used_segments(
@@ -74,9 +74,7 @@ def set_used(
     if not wanted:
         return []
     known = store.rows(
-        datasource,
-        (pc.field("kind") == SEGMENT) & pc.field("id").isin(wanted),
-        columns=("start_ms", "end_ms"),
+        datasource, pc.field("id").isin(wanted), kinds=[SEGMENT], columns=("start_ms", "end_ms")
     )
     changed = [Interval.of_millis(r["start_ms"], r["end_ms"]) for r in known]
     if not changed:

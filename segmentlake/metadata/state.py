@@ -17,7 +17,6 @@ period is rebuilt from the files instead.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 
@@ -36,71 +35,142 @@ def key_column(table: pa.Table) -> pa.Array:
     return pc.binary_join_element_wise(table["kind"], table["id"], KEY_SEPARATOR).combine_chunks()
 
 
-class PartitionFold:
-    """The current version of every row of one partition (see the module)."""
+class _KindFold:
+    """The current version of every row of one kind of one partition."""
 
     def __init__(self, schema: pa.Schema) -> None:
-        self.schema = schema
         self._rows = schema.empty_table()
         self._keys = pa.array([], pa.string())
-        self.max_rev = -1
-        self.applied: set[str] = set()  # file paths folded in
-        self.refreshed = time.monotonic()
-        self.lock = threading.Lock()
-
-    def stale(self, retention_ms: int) -> bool:
-        """Whether this fold went unrefreshed for so long that deletions it never saw may have
-        been folded away since (their tombstones are kept ``retention_ms``): rebuild it."""
-        return (time.monotonic() - self.refreshed) * 1000 > retention_ms / 2
-
-    def without_old_tombstones(self, cutoff_ms: int) -> pa.Table:
-        """The rows with deletions older than ``cutoff_ms`` (by ``updated_ms``) left out:
-        what the upkeep writes back. Newer deletions stay, for readers that lag."""
-        deleted = pc.fill_null(self._rows["deleted"], False)
-        old = pc.and_(deleted, pc.less(pc.fill_null(self._rows["updated_ms"], 0), cutoff_ms))
-        return self._rows.filter(pc.invert(old))
-
-    def forget_tombstones(self, cutoff_ms: int) -> None:
-        """Drop deletions older than ``cutoff_ms`` from memory: no file older than them can
-        come any more (a folded file is committed within the retention of what it folds)."""
-        deleted = pc.fill_null(self._rows["deleted"], False)
-        old = pc.and_(deleted, pc.less(pc.fill_null(self._rows["updated_ms"], 0), cutoff_ms))
-        if pc.any(old).as_py():
-            keep = pc.invert(old)
-            self._set(self._rows.filter(keep), pc.filter(self._keys, keep))
+        self._live: pa.Table | None = None
 
     @property
     def rows(self) -> pa.Table:
-        """Every current row, tombstones included."""
         return self._rows
 
     def live(self) -> pa.Table:
-        """Every current row that is not deleted."""
-        deleted = self._rows["deleted"]
-        if deleted.null_count == len(deleted) or not pc.any(deleted).as_py():
-            return self._rows
-        return self._rows.filter(pc.invert(pc.fill_null(deleted, False)))
+        if self._live is None:
+            deleted = self._rows["deleted"]
+            if deleted.null_count == len(deleted) or not pc.any(deleted).as_py():
+                self._live = self._rows
+            else:
+                self._live = self._rows.filter(pc.invert(pc.fill_null(deleted, False)))
+        return self._live
 
-    def revs(self, keys: Iterable[str]) -> dict[str, int]:
-        """The current rev of each of ``keys`` that has a version (deleted ones too)."""
-        wanted = pa.array(sorted(set(keys)), pa.string())
-        if not len(wanted) or not self._rows.num_rows:
+    def revs(self, wanted: pa.Array) -> dict[str, int]:
+        if not self._rows.num_rows:
             return {}
         mask = pc.is_in(self._keys, value_set=wanted)
         found = pc.filter(self._keys, mask).to_pylist()
-        revs = pc.filter(self._rows["rev"], mask).to_pylist()
-        return dict(zip(found, revs, strict=True))
+        return dict(zip(found, pc.filter(self._rows["rev"], mask).to_pylist(), strict=True))
 
-    def present(self, keys: Iterable[str]) -> set[str]:
-        """Those of ``keys`` whose current version is not a deletion."""
-        wanted = pa.array(sorted(set(keys)), pa.string())
-        if not len(wanted) or not self._rows.num_rows:
+    def present(self, wanted: pa.Array) -> set[str]:
+        if not self._rows.num_rows:
             return set()
         mask = pc.and_(
             pc.is_in(self._keys, value_set=wanted),
             pc.invert(pc.fill_null(self._rows["deleted"], False)),
         )
         return set(pc.filter(self._keys, mask).to_pylist())
+
+    def apply(self, table: pa.Table, keys: pa.Array) -> None:
+        """Fold versions in (each key once in ``table``): per key, the higher rev wins."""
+        if not self._rows.num_rows:
+            self._set(table, keys)
+            return
+        mask = pc.is_in(self._keys, value_set=keys)
+        if not pc.any(mask).as_py():  # new keys only (allocations, new segments)
+            self._set(pa.concat_tables([self._rows, table]), pa.concat_arrays([self._keys, keys]))
+            return
+        known = dict(
+            zip(
+                pc.filter(self._keys, mask).to_pylist(),
+                pc.filter(self._rows["rev"], mask).to_pylist(),
+                strict=True,
+            )
+        )
+        revs = table["rev"].to_pylist()
+        newer = pa.array(
+            [known.get(k, -1) < r for k, r in zip(keys.to_pylist(), revs, strict=True)]
+        )
+        table, keys = table.filter(newer), pc.filter(keys, newer)
+        keep = pc.invert(pc.is_in(self._keys, value_set=keys))
+        self._set(
+            pa.concat_tables([self._rows.filter(keep), table]),
+            pa.concat_arrays([pc.filter(self._keys, keep), keys]),
+        )
+
+    def drop_tombstones(self, cutoff_ms: int) -> pa.Table:
+        """The rows without deletions older than ``cutoff_ms`` (by ``updated_ms``)."""
+        return self._rows.filter(pc.invert(_old_tombstones(self._rows, cutoff_ms)))
+
+    def forget_tombstones(self, cutoff_ms: int) -> None:
+        old = _old_tombstones(self._rows, cutoff_ms)
+        if len(old) and pc.any(old).as_py():
+            keep = pc.invert(old)
+            self._set(self._rows.filter(keep), pc.filter(self._keys, keep))
+
+    def _set(self, rows: pa.Table, keys: pa.Array) -> None:
+        self._live = None
+        if rows.num_columns and rows.column(0).num_chunks > _MAX_CHUNKS:
+            rows = rows.combine_chunks()
+        self._rows, self._keys = rows, keys
+
+
+def _old_tombstones(rows: pa.Table, cutoff_ms: int) -> pa.Array:
+    deleted = pc.fill_null(rows["deleted"], False)
+    return pc.and_(deleted, pc.less(pc.fill_null(rows["updated_ms"], 0), cutoff_ms))
+
+
+class PartitionFold:
+    """The current version of every row of one partition (see the module), kept per kind:
+    most transactions change and read a few locks, leases or allocations, which must not cost
+    an operation over the 10^5 segment records next to them."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._kinds: dict[str, _KindFold] = {}
+        self.max_rev = -1
+        self.applied: set[str] = set()  # file paths folded in
+        self.refreshed = time.monotonic()
+        self._views: dict[tuple[str, ...] | None, pa.Table] = {}
+
+    def stale(self, retention_ms: int) -> bool:
+        """Whether this fold went unrefreshed for so long that deletions it never saw may have
+        been folded away since (their tombstones are kept ``retention_ms``): rebuild it."""
+        return (time.monotonic() - self.refreshed) * 1000 > retention_ms / 2
+
+    def live(self) -> pa.Table:
+        """Every current row that is not deleted (kept until the next change)."""
+        return self._view(None)
+
+    def of_kinds(self, kinds: tuple[str, ...]) -> pa.Table:
+        """The live rows of ``kinds`` (kept until the next change)."""
+        return self._view(kinds)
+
+    def _view(self, kinds: tuple[str, ...] | None) -> pa.Table:
+        found = self._views.get(kinds)
+        if found is None:
+            names = sorted(self._kinds) if kinds is None else [k for k in kinds if k in self._kinds]
+            tables = [self._kinds[k].live() for k in names]
+            found = pa.concat_tables(tables) if tables else self.schema.empty_table()
+            self._views[kinds] = found
+        return found
+
+    def revs(self, keys: Iterable[str]) -> dict[str, int]:
+        """The current rev of each of ``keys`` that has a version (deleted ones too)."""
+        out: dict[str, int] = {}
+        for kind, wanted in _by_kind(keys).items():
+            if kind in self._kinds:
+                out.update(self._kinds[kind].revs(wanted))
+        return out
+
+    def present(self, keys: Iterable[str]) -> set[str]:
+        """Those of ``keys`` whose current version is not a deletion."""
+        out: set[str] = set()
+        for kind, wanted in _by_kind(keys).items():
+            if kind in self._kinds:
+                out |= self._kinds[kind].present(wanted)
+        return out
 
     def apply(self, path: str, table: pa.Table) -> None:
         """Fold one file's row versions in (each key appears once in a file): per key, the
@@ -110,44 +180,37 @@ class PartitionFold:
         self.applied.add(path)
         if not table.num_rows:
             return
-        keys = key_column(table)
-        revs = table["rev"]
-        if self._rows.num_rows:
-            mask = pc.is_in(self._keys, value_set=keys)
-            if pc.any(mask).as_py():
-                known = dict(
-                    zip(
-                        pc.filter(self._keys, mask).to_pylist(),
-                        pc.filter(self._rows["rev"], mask).to_pylist(),
-                        strict=True,
-                    )
-                )
-                newer = pa.array(
-                    [
-                        known.get(k, -1) < r
-                        for k, r in zip(keys.to_pylist(), revs.to_pylist(), strict=True)
-                    ]
-                )
-                table, keys = table.filter(newer), pc.filter(keys, newer)
-                keep = pc.invert(pc.is_in(self._keys, value_set=keys))
-                self._set(
-                    pa.concat_tables([self._rows.filter(keep), table]),
-                    pa.concat_arrays([pc.filter(self._keys, keep), keys]),
-                )
-            else:  # new keys only (allocations, new segments): nothing to drop
-                self._set(
-                    pa.concat_tables([self._rows, table]), pa.concat_arrays([self._keys, keys])
-                )
-        else:
-            self._set(table, keys)
-        self.max_rev = max(self.max_rev, pc.max(revs).as_py())
+        kinds = table["kind"]
+        for kind in pc.unique(kinds).to_pylist():
+            part = table.filter(pc.equal(kinds, kind)) if len(kinds) > 1 else table
+            fold = self._kinds.get(kind)
+            if fold is None:
+                fold = self._kinds[kind] = _KindFold(self.schema)
+            fold.apply(part, key_column(part))
+        self.max_rev = max(self.max_rev, pc.max(table["rev"]).as_py())
+        self._views = {}
+
+    def without_old_tombstones(self, cutoff_ms: int) -> pa.Table:
+        """The rows with deletions older than ``cutoff_ms`` (by ``updated_ms``) left out:
+        what the upkeep writes back. Newer deletions stay, for readers that lag."""
+        tables = [self._kinds[k].drop_tombstones(cutoff_ms) for k in sorted(self._kinds)]
+        return pa.concat_tables(tables) if tables else self.schema.empty_table()
+
+    def forget_tombstones(self, cutoff_ms: int) -> None:
+        """Drop deletions older than ``cutoff_ms`` from memory: no file older than them can
+        come any more (a folded file is committed within the retention of what it folds)."""
+        for fold in self._kinds.values():
+            fold.forget_tombstones(cutoff_ms)
+        self._views = {}
 
     def forget_missing(self, present: set[str]) -> None:
         """Keep the applied-file set to the files still in the table (rows stay: a file the
         upkeep removed lives on, folded, in the file it wrote)."""
         self.applied &= present
 
-    def _set(self, rows: pa.Table, keys: pa.Array) -> None:
-        if rows.num_columns and rows.column(0).num_chunks > _MAX_CHUNKS:
-            rows = rows.combine_chunks()
-        self._rows, self._keys = rows, keys
+
+def _by_kind(keys: Iterable[str]) -> dict[str, pa.Array]:
+    grouped: dict[str, list[str]] = {}
+    for key in set(keys):
+        grouped.setdefault(key.split(KEY_SEPARATOR, 1)[0], []).append(key)
+    return {kind: pa.array(sorted(found), pa.string()) for kind, found in grouped.items()}

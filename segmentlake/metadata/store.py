@@ -142,11 +142,13 @@ class MetadataStore:
     ) -> PartitionState:
         """The current rows of ``datasource`` within ``scope`` matching ``condition``, with the
         leases of the held rows among them (which join the scope), as of the latest version."""
-        version, everything = self._current(datasource)
+        with self._lock:  # the rows of exactly that version
+            version, fold = self._current(datasource)
+            everything, leases = fold.live(), fold.of_kinds((LEASE,))
         table = _within(everything, scope)
         if condition is not None:
             table = table.filter(condition)
-        table, scope = _with_leases(table, everything, scope)
+        table, scope = _with_leases(table, leases, scope)
         rows = tuple(_pylist(datasource, table))
         by_kind: dict[str, list[Row]] = {}
         for row in rows:
@@ -158,26 +160,47 @@ class MetadataStore:
         datasource: str,
         condition: pc.Expression | None = None,
         *,
+        kinds: Sequence[str] | None = None,
         columns: Sequence[str] | None = None,
+        fresh: bool = True,
     ) -> list[Row]:
-        """Current rows of ``datasource`` matching ``condition`` (outside any transaction),
-        with only ``columns`` (and ``datasource``) when given."""
-        return _pylist(datasource, self.arrow(datasource, condition, columns=columns))
+        """Current rows of ``datasource`` (of ``kinds``, when given: the fast way) matching
+        ``condition``, outside any transaction, with only ``columns`` (and ``datasource``)
+        when given. ``fresh=False`` answers from what this process last read (a hint, e.g.
+        the scope a transaction is about to read, which its read then checks)."""
+        table = self.arrow(datasource, condition, kinds=kinds, columns=columns, fresh=fresh)
+        return _pylist(datasource, table)
 
     def arrow(
         self,
         datasource: str,
         condition: pc.Expression | None = None,
         *,
+        kinds: Sequence[str] | None = None,
         columns: Sequence[str] | None = None,
+        fresh: bool = True,
     ) -> pa.Table:
         """:meth:`rows` as an Arrow table (no Python object per row), leases resolved."""
-        _, everything = self._current(datasource)
-        table = everything if condition is None else everything.filter(condition)
-        table, _ = _with_leases(table, everything, EVERYTHING)
+        with self._lock:
+            _, fold = self._current(datasource, fresh=fresh)
+            table = fold.live() if kinds is None else fold.of_kinds(tuple(sorted(kinds)))
+            leases = fold.of_kinds((LEASE,))
+        if condition is not None:
+            table = table.filter(condition)
+        table, _ = _with_leases(table, leases, EVERYTHING)
         if columns is not None:
             table = table.select([c for c in columns if c != PARTITION_COLUMN])
         return table
+
+    def present(self, datasource: str, kind: str, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` with a current, undeleted row of ``kind`` as this process last
+        read the partition (no refresh: a transaction's read just did it)."""
+        with self._lock:
+            fold = self._folds.get(datasource)
+            if fold is None:
+                return set()
+            found = fold.present(f"{kind}{KEY_SEPARATOR}{i}" for i in ids)
+        return {key.split(KEY_SEPARATOR, 1)[1] for key in found}
 
     def datasources(self) -> list[str]:
         """Every partition with rows, sorted (segmentlake's own start with ``_``)."""
@@ -190,13 +213,16 @@ class MetadataStore:
     def version(self) -> int:
         return self.table.version() if self.exists() else -1
 
-    def _current(self, datasource: str) -> tuple[int, pa.Table]:
-        """The latest version and the partition's live rows (files read once per process)."""
+    def _current(self, datasource: str, *, fresh: bool = True) -> tuple[int, PartitionFold]:
+        """The latest version and the partition's fold (files read once per process); with
+        ``fresh=False``, what this process last read, if it read the partition before."""
         if not self.exists():
-            return -1, FOLD_SCHEMA.empty_table()
+            return -1, PartitionFold(FOLD_SCHEMA)
         with self._lock:
-            version = self.table.refresh()
             fold = self._folds.get(datasource)
+            if not fresh and fold is not None and not fold.stale(TOMBSTONE_RETENTION_MS):
+                return fold.max_rev, fold
+            version = self.table.refresh()
             if fold is None or fold.stale(TOMBSTONE_RETENTION_MS):
                 fold = self._folds[datasource] = PartitionFold(FOLD_SCHEMA)
             files = [f for f in self.table.files() if f.datasource == datasource]
@@ -216,7 +242,7 @@ class MetadataStore:
             fold.refreshed = time.monotonic()
             if new:
                 fold.forget_tombstones(now_ms() - TOMBSTONE_RETENTION_MS)
-            return version, fold.live()
+            return version, fold
 
     # -- the conditional commit ----------------------------------------------------------------
 
@@ -286,6 +312,12 @@ class MetadataStore:
                 target=_run_all, args=(jobs,), name="segmentlake-upkeep", daemon=True
             )
             self._upkeep.start()
+
+    def settle(self, timeout_s: float = 60.0) -> None:
+        """Wait for the background upkeep this process started, if any, to finish."""
+        running = self._upkeep
+        if running is not None:
+            running.join(timeout_s)
 
     def checkpoint(self, *, cleanup: bool = False) -> None:
         """Write a checkpoint of the latest version (readers replay fewer commits); with
@@ -453,21 +485,23 @@ def _within(table: pa.Table, scope: Scope) -> pa.Table:
     return table.filter(mask)
 
 
-def _with_leases(table: pa.Table, everything: pa.Table, scope: Scope) -> tuple[pa.Table, Scope]:
+def _with_leases(table: pa.Table, leases: pa.Table, scope: Scope) -> tuple[pa.Table, Scope]:
     """``table`` with each held row's ``expires_ms`` extended to its group's lease (from
-    ``everything``, the partition's rows), and ``scope`` with those leases: a renewal changes
-    what the reader relied on."""
-    held = table.filter(pc.field("kind").isin(list(LEASED_KINDS)))
-    groups = sorted({g for g in held["group_id"].to_pylist() if g}) if held.num_rows else []
+    ``leases``, the partition's lease rows), and ``scope`` with those leases: a renewal
+    changes what the reader relied on."""
+    if not table.num_rows:
+        return table, scope
+    held = pc.is_in(table["kind"], value_set=pa.array(sorted(LEASED_KINDS)))
+    if not pc.any(held).as_py():
+        return table, scope
+    groups = sorted({g for g in pc.filter(table["group_id"], held).to_pylist() if g})
     if not groups:
         return table, scope
     scope = scope | Scope.of(keys=(lease_key(g) for g in groups))
-    leases = everything.filter((pc.field("kind") == LEASE) & pc.field("id").isin(groups)).select(
-        ["id", "expires_ms"]
-    )
-    if not leases.num_rows:
+    mine = leases.filter(pc.is_in(leases["id"], value_set=pa.array(groups)))
+    if not mine.num_rows:
         return table, scope
-    until = dict(zip(leases["id"].to_pylist(), leases["expires_ms"].to_pylist(), strict=True))
+    until = dict(zip(mine["id"].to_pylist(), mine["expires_ms"].to_pylist(), strict=True))
     kinds = table["kind"].to_pylist()
     owners = table["group_id"].to_pylist()
     expires = table["expires_ms"].to_pylist()

@@ -35,11 +35,10 @@ def _used(store: MetadataStore, datasource: str, ranges: Iterable[tuple[int, int
     for start, end in ranges:
         out += store.rows(
             datasource,
-            (pc.field("kind") == SEGMENT)
-            & pc.field("used")
-            & (pc.field("start_ms") < end)
-            & (pc.field("end_ms") > start),
+            pc.field("used") & (pc.field("start_ms") < end) & (pc.field("end_ms") > start),
+            kinds=[SEGMENT],
             columns=("start_ms", "end_ms"),
+            fresh=False,
         )
     return out
 
