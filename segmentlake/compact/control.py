@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import pyarrow.compute as pc
 
 from segmentlake.compact.manager_state import MANAGER_READS, read_manager_state
 from segmentlake.core.compaction_config import CompactionConfig
@@ -26,6 +25,7 @@ from segmentlake.metadata.compaction_records import (
     user_from_row,
     user_row,
 )
+from segmentlake.metadata.queries import of_kind
 from segmentlake.metadata.records import metadata_row
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
@@ -65,13 +65,13 @@ def set_config(
         datasource,
         decide,
         operation="compaction_config",
-        condition=pc.field("kind") == CONFIG,
+        condition=of_kind(CONFIG),
     )
     return config
 
 
 def read_config(store: MetadataStore, datasource: str) -> CompactionConfig:
-    rows = store.rows(datasource, pc.field("kind") == CONFIG)
+    rows = store.rows(datasource, kinds=[CONFIG])
     if not rows:
         return CompactionConfig()
     return CompactionConfig.from_json(orjson.loads(rows[0]["payload"]))
@@ -140,7 +140,7 @@ def request_user_compaction(
 
 
 def user_compactions(store: MetadataStore, datasource: str) -> list[UserCompaction]:
-    rows = store.rows(datasource, pc.field("kind") == USER)
+    rows = store.rows(datasource, kinds=[USER])
     return sorted(map(user_from_row, rows), key=lambda u: (u.requested_ms, u.compaction_id))
 
 
@@ -216,14 +216,14 @@ def publish_manager_snapshot(
         MANAGERS_PARTITION,
         decide,
         operation="manager_status",
-        condition=pc.field("kind") == MANAGER,
+        condition=of_kind(MANAGER),
         policy=policy,
     )
 
 
 def manager_snapshots(store: MetadataStore) -> list[ManagerSnapshot]:
     snapshots = []
-    for row in store.rows(MANAGERS_PARTITION, pc.field("kind") == MANAGER):
+    for row in store.rows(MANAGERS_PARTITION, kinds=[MANAGER]):
         data = orjson.loads(row["payload"])
         snapshots.append(
             ManagerSnapshot(

@@ -31,13 +31,12 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
@@ -46,7 +45,8 @@ from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.errors import SpecError, first_line
 from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import datasource_path
-from segmentlake.metadata.conflicts import is_commit_conflict
+from segmentlake.metadata.conflicts import retrying_table_commit
+from segmentlake.metadata.queries import of_kind
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments_from_rows
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.table_log import TableLog
@@ -61,7 +61,6 @@ _RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 _DEFAULT_RETENTION_HOURS = 168.0  # Delta's default: interval 1 week
 _CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
-_DELETE_ATTEMPTS = 5
 _KEYS_PER_DELETE = 10_000
 T = TypeVar("T")
 
@@ -284,7 +283,7 @@ def _delete_records(
         datasource,
         decide,
         operation="kill",
-        condition=pc.field("kind") == SEGMENT,
+        condition=of_kind(SEGMENT),
         policy=policy,
     )
 
@@ -298,7 +297,7 @@ def data_key(segment: DataSegment) -> str | None:
 
 
 def _referenced_keys(store: MetadataStore, datasource: str) -> set[str]:
-    rows = store.rows(datasource, pc.field("kind") == SEGMENT, columns=SEGMENT_COLUMNS)
+    rows = store.rows(datasource, kinds=[SEGMENT], columns=SEGMENT_COLUMNS)
     return {k for s in segments_from_rows(rows) if (k := data_key(s)) is not None}
 
 
@@ -333,19 +332,9 @@ def _delete_keys(spark: SparkSession, path: str, keys: list[str]) -> None:
 
     for start in range(0, len(keys), _KEYS_PER_DELETE):
         batch = keys[start : start + _KEYS_PER_DELETE]
-        _retrying(partial(delete, batch), what=f"DELETE of {len(batch)} key(s) from {path}")
-
-
-def _retrying(action: Callable[[], T], *, what: str) -> T:
-    for attempt in range(1, _DELETE_ATTEMPTS + 1):
-        try:
-            return action()
-        except Exception as e:
-            if attempt == _DELETE_ATTEMPTS or not is_commit_conflict(e):
-                raise
-            logger.info("%s lost a commit race (%s); retrying", what, type(e).__name__)
-            time.sleep(0.2 * attempt)
-    raise AssertionError("unreachable")
+        retrying_table_commit(
+            partial(delete, batch), what=f"DELETE of {len(batch)} key(s) from {path}"
+        )
 
 
 # -- step 4: VACUUM ---------------------------------------------------------------------------

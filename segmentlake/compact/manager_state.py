@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
-import pyarrow.compute as pc
 
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_jobs import ChunkKey, ChunkView, RunningCompaction, Selection
@@ -27,15 +26,14 @@ from segmentlake.metadata.compaction_records import (
     selection_from_row,
     user_from_row,
 )
+from segmentlake.metadata.queries import USED_SEGMENTS, either, of_kind
 from segmentlake.metadata.records import SEGMENT, Row, segments_from_rows
 from segmentlake.metadata.store import PartitionState
 
 __all__ = ["MANAGER_READS", "ManagerState", "ViewCache", "read_manager_state"]
 
 # The rows every manager decision reads: used segments and every compaction record.
-MANAGER_READS = pc.field("kind").isin(list(KINDS)) | (
-    (pc.field("kind") == SEGMENT) & pc.field("used")
-)
+MANAGER_READS = either(of_kind(*KINDS), USED_SEGMENTS)
 
 
 @dataclass(frozen=True, slots=True)

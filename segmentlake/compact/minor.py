@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
-import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -57,6 +56,7 @@ from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
+from segmentlake.metadata.queries import Condition
 from segmentlake.metadata.records import LOCK, SEGMENT, lock_from_row, segments_from_rows
 from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.store import Change, PartitionState, now_ms
@@ -77,7 +77,7 @@ class CompactionHooks(Protocol):
     ``on_started`` runs once the locks are held and their heartbeat beats."""
 
     @property
-    def reads(self) -> pc.Expression: ...
+    def reads(self) -> Condition: ...
 
     @property
     def scope(self) -> Scope: ...

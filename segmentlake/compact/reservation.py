@@ -15,8 +15,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-import pyarrow.compute as pc
-
 from segmentlake.core.compaction_jobs import (
     CompactionJob,
     CompactionKind,
@@ -37,6 +35,7 @@ from segmentlake.metadata.compaction_records import (
     user_from_row,
     user_row,
 )
+from segmentlake.metadata.queries import Condition, either, of_kind, row_of
 from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
@@ -58,13 +57,9 @@ class Reservation:
     started: Callable[[CompactionJob], None] | None = None
 
     @property
-    def reads(self) -> pc.Expression:
+    def reads(self) -> Condition:
         chunk = self.job.chunk.row_id
-        return (
-            ((pc.field("kind") == SELECTION) & (pc.field("id") == chunk))
-            | ((pc.field("kind") == RUNNING) & (pc.field("id") == self.job.job_id))
-            | (pc.field("kind") == USER)
-        )
+        return either(row_of(SELECTION, chunk), row_of(RUNNING, self.job.job_id), of_kind(USER))
 
     @property
     def scope(self) -> Scope:
@@ -139,7 +134,7 @@ class Reservation:
                 self.datasource,
                 decide,
                 operation="compaction_abandon",
-                condition=(pc.field("kind") == RUNNING) & (pc.field("id") == self.job.job_id),
+                condition=row_of(RUNNING, self.job.job_id),
             )
         except Exception:
             logger.warning("job %s: could not drop its reservation", self.job.job_id)

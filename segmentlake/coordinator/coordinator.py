@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from segmentlake.compact.kill import kill_unused
@@ -48,7 +47,8 @@ from segmentlake.metadata.cluster_records import (
     copy_row,
     volumes,
 )
-from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, segments_from_rows
+from segmentlake.metadata.queries import USED_SEGMENTS, of_kind
+from segmentlake.metadata.records import SEGMENT_COLUMNS, segments_from_rows
 from segmentlake.metadata.rule_records import all_rules
 from segmentlake.metadata.segments import set_used
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
@@ -243,9 +243,7 @@ class Coordinator:
 
     def _served(self, datasource: str) -> list[DataSegment]:
         """The segments a reader can see: used, visible on the timeline, with rows."""
-        rows = self.store.rows(
-            datasource, (pc.field("kind") == SEGMENT) & pc.field("used"), columns=SEGMENT_COLUMNS
-        )
+        rows = self.store.rows(datasource, USED_SEGMENTS, columns=SEGMENT_COLUMNS)
         timeline = VersionedIntervalTimeline(segments_from_rows(rows))
         return [s for s in timeline.visible_segments() if not s.is_tombstone]
 
@@ -313,7 +311,7 @@ class Coordinator:
             copies_partition(datasource),
             decide,
             operation="coordinator_run",
-            condition=pc.field("kind") == COPY,
+            condition=of_kind(COPY),
             policy=self.policy,
         )
 
@@ -432,7 +430,7 @@ class Coordinator:
             copies_partition(datasource),
             decide,
             operation="segment_loaded",
-            condition=pc.field("kind") == COPY,
+            condition=of_kind(COPY),
             policy=self.policy,
         )
 
@@ -459,6 +457,6 @@ class Coordinator:
             copies_partition(datasource),
             decide,
             operation="segment_dropped",
-            condition=pc.field("kind") == COPY,
+            condition=of_kind(COPY),
             policy=self.policy,
         )

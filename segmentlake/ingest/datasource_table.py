@@ -9,15 +9,13 @@ added (rows and bytes per segment) is read back from the Delta log: no extra Spa
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from segmentlake.ingest.rollup import SEGMENT_KEY
+from segmentlake.metadata.conflicts import retrying_table_commit
 from segmentlake.metadata.table_log import TableLog
 
 __all__ = ["WrittenSegment", "datasource_path", "write_rows", "written_segments"]
@@ -33,7 +31,6 @@ _RETRYABLE = (
     "DELTA_PROTOCOL_CHANGED",
     "DELTA_METADATA_CHANGED",
 )
-_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,24 +51,19 @@ def write_rows(log: TableLog, rows: DataFrame) -> tuple[int, int]:
     """Append ``rows`` (one Spark job) to the table of ``log``, creating it on first use;
     return the table versions (before, after) between which the write committed."""
     path = log.uri
-    for attempt in range(1, _ATTEMPTS + 1):
+
+    def write() -> tuple[int, int]:
         before = log.version()
-        try:
-            (
-                rows.write.format("delta")
-                .mode("append")
-                .option("mergeSchema", "true")
-                .partitionBy(SEGMENT_KEY)
-                .save(path)
-            )
-            return before, log.version()
-        except (Py4JJavaError, PySparkException) as err:
-            text = str(err)
-            if attempt == _ATTEMPTS or not any(marker in text for marker in _RETRYABLE):
-                raise
-            logger.info("write to %s raced a concurrent table change; retrying", path)
-            time.sleep(0.2 * attempt)
-    raise AssertionError("unreachable")
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("mergeSchema", "true")
+            .partitionBy(SEGMENT_KEY)
+            .save(path)
+        )
+        return before, log.version()
+
+    return retrying_table_commit(write, what=f"write to {path}", also=_RETRYABLE)
 
 
 def written_segments(
