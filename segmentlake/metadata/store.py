@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake.transaction import AddAction
 
 from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
@@ -43,7 +44,7 @@ from segmentlake.metadata.records import (
 )
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold
-from segmentlake.metadata.table import PARTITION_COLUMN, LostRace, MetadataTable
+from segmentlake.metadata.table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
 
 __all__ = [
     "METADATA_VERSION",
@@ -365,6 +366,7 @@ class MetadataStore:
                     for _, r in table.records(latest_before, latest)
                 ):
                     return None  # another process folded these files first
+        self._adopt_folded(datasource, files, adds)
         logger.info(
             "metadata upkeep of %s: %d files folded into %d (%d rows), version %d",
             datasource,
@@ -374,6 +376,16 @@ class MetadataStore:
             version,
         )
         return UpkeepReport(datasource, len(files), live.num_rows, version)
+
+    def _adopt_folded(
+        self, datasource: str, folded: Sequence[DataFile], adds: Sequence[AddAction]
+    ) -> None:
+        """The file the upkeep wrote holds nothing newer than the files it folded: a fold of
+        this process that has applied all of them needs not read it back (10^5 rows)."""
+        with self._lock:
+            fold = self._folds.get(datasource)
+            if fold is not None and {f.path for f in folded} <= fold.applied:
+                fold.applied.update(add.path for add in adds)
 
     def _check_winners(
         self, datasource: str, reads: Scope, after: int, upto: int, operation: str
@@ -460,29 +472,39 @@ def _run_all(jobs: list[Any]) -> None:
             logger.warning("metadata upkeep failed", exc_info=True)
 
 
+_TIME_KIND_VALUES = pa.array(sorted(TIME_KINDS))
+
+
 def _min_rev(table: pa.Table) -> int:
     return int(pc.min(table["rev"]).as_py()) if table.num_rows else -1
 
 
 def _within(table: pa.Table, scope: Scope) -> pa.Table:
     """The rows of ``table`` in ``scope``: time rows overlapping its ranges, keyed rows whose
-    key (``<kind>:<id>``) it names."""
+    key (``<kind>:<id>``) it names. Keys are built only for the rows that are not timed (a
+    few locks and leases next to 10^5 segment records)."""
     if scope.everything or not table.num_rows:
         return table
     timed = pc.and_(
-        pc.is_in(table["kind"], value_set=pa.array(sorted(TIME_KINDS))),
+        pc.is_in(table["kind"], value_set=_TIME_KIND_VALUES),
         pc.is_valid(table["start_ms"]),
     )
-    starts, ends = table["start_ms"], table["end_ms"]
-    mask = pa.array([False] * table.num_rows)
-    for start, end in scope.ranges:
-        mask = pc.or_(mask, pc.and_(pc.less(starts, end), pc.greater(ends, start)))
-    mask = pc.and_(timed, pc.fill_null(mask, False))
+    parts = []
+    if scope.ranges:
+        starts, ends = table["start_ms"], table["end_ms"]
+        overlap = None
+        for start, end in scope.ranges:
+            one = pc.and_(pc.less(starts, end), pc.greater(ends, start))
+            overlap = one if overlap is None else pc.or_(overlap, one)
+        parts.append(table.filter(pc.and_(timed, pc.fill_null(overlap, False))))
     if scope.keys:
-        keys = pc.binary_join_element_wise(table["kind"], table["id"], ":")
-        named = pc.is_in(keys, value_set=pa.array(sorted(scope.keys)))
-        mask = pc.or_(mask, pc.and_(pc.invert(timed), named))
-    return table.filter(mask)
+        untimed = table.filter(pc.invert(timed))
+        if untimed.num_rows:
+            keys = pc.binary_join_element_wise(untimed["kind"], untimed["id"], ":")
+            parts.append(untimed.filter(pc.is_in(keys, value_set=pa.array(sorted(scope.keys)))))
+    if not parts:
+        return table.schema.empty_table()
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
 def _with_leases(table: pa.Table, leases: pa.Table, scope: Scope) -> tuple[pa.Table, Scope]:
