@@ -346,12 +346,7 @@ class MetadataStore:
         files = [f for f in table.files() if f.datasource == datasource]
         if len(files) < min_files:
             return None
-        fold = PartitionFold(FOLD_SCHEMA)
-        loaded = [(f.path, table.read_file(f.path, dictionary=_DICTIONARY_COLUMNS)) for f in files]
-        loaded.sort(key=lambda item: _min_rev(item[1]))
-        for path, rows in loaded:
-            fold.apply(path, rows)
-        live = fold.without_old_tombstones(now_ms() - TOMBSTONE_RETENTION_MS)
+        live = self._folded(table, datasource, files)
         adds = [table.write_rows(datasource, _plain(live))] if live.num_rows else []
         record = {"id": f"upkeep:{uuid.uuid4()}", "op": "upkeep", "ds": datasource, "neutral": True}
         while True:
@@ -376,6 +371,22 @@ class MetadataStore:
             version,
         )
         return UpkeepReport(datasource, len(files), live.num_rows, version)
+
+    def _folded(self, table: MetadataTable, datasource: str, files: list[DataFile]) -> pa.Table:
+        """The current version of every row in ``files``, deletions past retention left out:
+        from this process's fold when it has applied them all (no file read: its other rows
+        are versions of newer files, which stay in the table), else from the files."""
+        cutoff = now_ms() - TOMBSTONE_RETENTION_MS
+        with self._lock:
+            mine = self._folds.get(datasource)
+            if mine is not None and {f.path for f in files} <= mine.applied:
+                return mine.without_old_tombstones(cutoff)
+        fold = PartitionFold(FOLD_SCHEMA)
+        loaded = [(f.path, table.read_file(f.path, dictionary=_DICTIONARY_COLUMNS)) for f in files]
+        loaded.sort(key=lambda item: _min_rev(item[1]))
+        for path, rows in loaded:
+            fold.apply(path, rows)
+        return fold.without_old_tombstones(cutoff)
 
     def _adopt_folded(
         self, datasource: str, folded: Sequence[DataFile], adds: Sequence[AddAction]
