@@ -9,42 +9,47 @@ start lies in ``(a - L, b)``, one bisection per length.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from itertools import count
 from typing import Generic, TypeVar
+
+from sortedcontainers import SortedList
 
 __all__ = ["IntervalIndex"]
 
 T = TypeVar("T")
+_AFTER = float("inf")
+_BEFORE = float("-inf")
 
 
 class IntervalIndex(Generic[T]):
-    """Values keyed by half-open ``[start, end)`` intervals (epoch ms)."""
+    """Values keyed by half-open ``[start, end)`` intervals (epoch ms). Adding and asking
+    interleave (an allocation grants a lock, then asks about the next chunk), so each length
+    keeps its starts in a sorted list with logarithmic inserts, never a re-sort."""
 
-    __slots__ = ("_by_length", "_sorted")
+    __slots__ = ("_by_length", "_values", "_next")
 
     def __init__(self, items: Iterable[tuple[int, int, T]] = ()) -> None:
-        self._by_length: dict[int, list[tuple[int, int, T]]] = {}
-        self._sorted = True
+        self._by_length: dict[int, SortedList] = {}
+        self._values: dict[int, T] = {}
+        self._next = count()
         for start, end, value in items:
             self.add(start, end, value)
 
     def add(self, start: int, end: int, value: T) -> None:
-        self._by_length.setdefault(end - start, []).append((start, id(value), value))
-        self._sorted = False
+        number = next(self._next)
+        self._values[number] = value
+        entries = self._by_length.get(end - start)
+        if entries is None:
+            entries = self._by_length[end - start] = SortedList()
+        entries.add((start, number))
 
     def overlapping(self, start: int, end: int) -> list[T]:
         """The values whose interval shares an instant with ``[start, end)``."""
-        self._sort()
         found: list[T] = []
         for length, entries in self._by_length.items():
-            lo = bisect_right(entries, (start - length, float("inf")))
-            hi = bisect_left(entries, (end, float("-inf")))
-            found.extend(value for _, _, value in entries[lo:hi])
+            lo = entries.bisect_right((start - length, _AFTER))
+            hi = entries.bisect_left((end, _BEFORE))
+            if lo < hi:
+                found.extend(self._values[number] for _, number in entries.islice(lo, hi))
         return found
-
-    def _sort(self) -> None:
-        if not self._sorted:
-            for entries in self._by_length.values():
-                entries.sort(key=lambda e: (e[0], e[1]))
-            self._sorted = True
