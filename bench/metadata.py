@@ -6,6 +6,7 @@ Run from the repository root (warehouses under /tmp are created and removed):
     .venv/bin/python bench/metadata.py scale         # the curve at 10^3..10^6 segments
     .venv/bin/python bench/metadata.py contention    # 8 processes on distinct chunks, 4 on one
     .venv/bin/python bench/metadata.py upkeep        # 10^5 commits, then size and read time
+    .venv/bin/python bench/metadata.py inspect       # the CLI's inspection commands, no Spark
     .venv/bin/python bench/metadata.py all
 
 * **latency**: a datasource partition pre-filled with ``--records`` (10^5) used segment
@@ -24,6 +25,9 @@ Run from the repository root (warehouses under /tmp are created and removed):
   (no duplicate, no gap per chunk, as many as the writers reported); commits/s, decisions
   redone, the longest wait. The plain baseline is the same allocation as a MERGE-based id
   counter per chunk in a Delta table (insert-if-absent of the next id, retried on conflict).
+* **inspect**: a warehouse with ``--records`` (10^5) segment records, a few locks and a rule
+  chain; each of ``segmentlake segments|timeline|locks|tasks|compaction-status|rules`` run as
+  a new process (``--repeat``/10 times), wall clock from start to exit, output discarded.
 * **upkeep**: ``--commits`` (10^5) small commits from ``--writers`` processes; then the
   table's files, bytes and log entries, and a cold read of the partition in a new process.
 """
@@ -236,15 +240,20 @@ def plain_merge(path: Path, records: int, repeat: int) -> dict[str, float]:
 # -- scale ----------------------------------------------------------------------------------
 
 _COLD = """
-import json, resource, sys, time
+import gc, json, sys, time
+def rss_kb():  # current resident size (not the peak: the import's peak would hide growth)
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 t0 = time.perf_counter()
 from segmentlake.lake import Lake
 lake = Lake(None, sys.argv[1])
 t1 = time.perf_counter()
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gc.collect()
+rss0 = rss_kb()
 timeline = lake.timeline(sys.argv[2])
 t2 = time.perf_counter()
-rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gc.collect()
+rss1 = rss_kb()
 print(json.dumps({"import_open_s": t1 - t0, "timeline_s": t2 - t1, "segments": len(timeline),
                   "rss_kb_before": rss0, "rss_kb_after": rss1}))
 """
@@ -461,9 +470,42 @@ def upkeep(commits: int, writers: int) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+# -- inspection ------------------------------------------------------------------------------
+
+INSPECTIONS = ("segments", "timeline", "locks", "tasks", "compaction-status", "rules")
+
+
+def inspect(records: int, repeat: int) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="bench-metadata-inspect-"))
+    try:
+        lake = Lake(None, str(root / "wh"))
+        fill(lake, "bench", records, days=1000)
+        for i in range(5):
+            assert lake.try_lock("bench", day(2000 + i), group_id=f"held-{i}").granted
+        lake.set_rules("bench", [{"type": "loadForever", "tieredReplicants": {}}])
+        lake.metadata.upkeep("bench", min_files=1)
+        out: dict[str, Any] = {"records": records}
+        for command in INSPECTIONS:
+            times = []
+            for _ in range(max(3, repeat // 10)):
+                started = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-m", "segmentlake.cli", "--warehouse", lake.warehouse,
+                     command, "bench"],
+                    check=True, stdout=subprocess.DEVNULL,
+                    env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                )  # fmt: skip
+                times.append(time.perf_counter() - started)
+            out[command] = percentiles(times)
+            print(command, json.dumps(out[command]), flush=True)
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=("latency", "scale", "contention", "upkeep", "all"))
+    parser.add_argument("what", choices=("latency", "scale", "contention", "upkeep", "inspect", "all"))
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=51)
     parser.add_argument("--sizes", default="1000,10000,100000,1000000")
@@ -482,6 +524,8 @@ def main() -> None:
         results["contention_plain"] = contention(args.writers, args.seconds, plain=True)
     if args.what in ("upkeep", "all"):
         results["upkeep"] = upkeep(args.commits, args.writers)
+    if args.what in ("inspect", "all"):
+        results["inspect"] = inspect(args.records, args.repeat)
     print(json.dumps(results, indent=2))
 
 

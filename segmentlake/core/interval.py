@@ -12,6 +12,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 
 from segmentlake.core.spec_reader import check_int, safe_repr
 from segmentlake.errors import SpecError
@@ -54,7 +55,19 @@ def millis_to_datetime(millis: int) -> datetime:
 
 def format_timestamp(value: datetime | int) -> str:
     """Druid's timestamp form: ``2024-01-01T00:00:00.000Z``."""
-    dt = millis_to_datetime(value) if isinstance(value, int) else value.astimezone(UTC)
+    if isinstance(value, int):
+        return _format_millis(value)
+    return _format_datetime(value.astimezone(UTC))
+
+
+@lru_cache(maxsize=1 << 17)
+def _format_millis(millis: int) -> str:
+    # Segment ids and records format the same chunk bounds over and over (10^4 segments
+    # of one publish share their hours): formatting is most of building an id.
+    return _format_datetime(millis_to_datetime(millis))
+
+
+def _format_datetime(dt: datetime) -> str:
     # Not strftime: its %Y does not zero-pad years below 1000 on glibc ("1-01-01T..."), which
     # is not ISO-8601 and does not parse back.
     return (

@@ -27,7 +27,7 @@ class IntervalIndex(Generic[T]):
     interleave (an allocation grants a lock, then asks about the next chunk), so each length
     keeps its starts in a sorted list with logarithmic inserts, never a re-sort."""
 
-    __slots__ = ("_by_length", "_values", "_next")
+    __slots__ = ("_by_length", "_next", "_values")
 
     def __init__(self, items: Iterable[tuple[int, int, T]] = ()) -> None:
         self._by_length: dict[int, SortedList] = {}

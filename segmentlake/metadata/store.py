@@ -40,7 +40,7 @@ from segmentlake.metadata.records import (
     TIME_KINDS,
     Row,
     lease_key,
-    row_scope,
+    rows_scope,
 )
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold
@@ -261,9 +261,7 @@ class MetadataStore:
         effective = self._effective(state, changes)
         if not effective:
             return None
-        writes = Scope.of()
-        for change in effective:
-            writes = writes | row_scope(change.row)
+        writes = rows_scope(change.row for change in effective)
         reads = state.scope | writes  # a write is a read: it relies on the row's old version
         rows = _versions(effective, rev=state.version + 1)
         self.create()
