@@ -186,6 +186,7 @@ def bulk(lake: Lake, ds: str, count: int, *, start_hour: int) -> tuple[float, fl
         )
         for i, p in enumerate(pendings)
     ]
+    lake.heartbeat(f"{ds}_hours", "bulk")  # as a task does before it publishes
     started = time.perf_counter()
     lake.publish(f"{ds}_hours", segments, group_id="bulk")
     return round(allocated, 2), round(time.perf_counter() - started, 2)
@@ -264,7 +265,9 @@ def scale(sizes: list[int]) -> list[dict[str, Any]]:
     for count in sizes:
         root = Path(tempfile.mkdtemp(prefix="bench-metadata-scale-"))
         try:
-            lake = Lake(None, str(root / "wh"))
+            # One commit of 10^6 segments decides for minutes: its locks need a lease longer
+            # than that (a task renews them between its commits, not during one).
+            lake = Lake(None, str(root / "wh"), lease_seconds=1800)
             allocated, published = bulk(lake, "scale", count, start_hour=0)
             lake.metadata.upkeep("scale_hours", min_files=1)
             started = time.perf_counter()

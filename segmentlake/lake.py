@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from segmentlake.compact.control import (
@@ -66,7 +67,7 @@ from segmentlake.metadata.records import (
     PendingSegment,
 )
 from segmentlake.metadata.rule_records import RuleAudit, rule_history, rules_of, set_rules
-from segmentlake.metadata.segments import set_used, used_segments
+from segmentlake.metadata.segments import set_used, used_segment_rows, used_segments
 from segmentlake.metadata.store import MetadataStore
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import task_reports
@@ -205,6 +206,18 @@ class Lake:
         segments = self._used_segments(self._require_datasource(datasource), span)
         segments.sort(key=lambda s: (s.interval.key, s.version, s.shard_spec.partition_num))
         return segments
+
+    def segment_records(self, datasource: str, interval: Interval | str | None = None) -> pa.Table:
+        """The used segments of ``datasource`` (overlapping ``interval``) as their typed metadata
+        records in Arrow (``start_ms``, ``end_ms``, ``version``, ``partition_num``,
+        ``shard_type``, ``visibility``, ``num_rows``, ``size_bytes``, ...), unordered, with no
+        :class:`DataSegment` built: for listing or analysing 10^5+ segments.
+
+        >>> records = lake.segment_records("wiki")  # doctest: +SKIP
+        >>> records.group_by("visibility").aggregate([("id", "count")])  # doctest: +SKIP
+        """
+        span = None if interval is None else _interval(interval)
+        return used_segment_rows(self.metadata, self._require_datasource(datasource), span)
 
     def timeline(self, datasource: str) -> VersionedIntervalTimeline:
         """The visible timeline of ``datasource``, built from its used segments."""

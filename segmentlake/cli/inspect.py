@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from segmentlake.core.interval import ETERNITY, Interval, format_timestamp
 from segmentlake.ingest.report import TaskReport, human_bytes
 from segmentlake.lake import Lake
 
-__all__ = ["format_table", "print_locks", "print_segments", "print_tasks", "print_timeline"]
+__all__ = [
+    "format_columns",
+    "format_table",
+    "print_locks",
+    "print_segments",
+    "print_tasks",
+    "print_timeline",
+]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -23,20 +33,46 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 
 
 def print_segments(lake: Lake, datasource: str, interval: str | None) -> None:
-    segments = lake.used_segments(datasource, interval)
-    rows = [
-        (
-            s.interval,
-            s.version,
-            s.shard_spec.partition_num,
-            s.shard_spec.type_name,
-            s.num_rows,
-            s.size,
-        )
-        for s in segments
+    # Straight from the Arrow records, column by column: 10^5 segments print in well under a
+    # second, where a DataSegment per row and a Python loop per cell would not.
+    table = lake.segment_records(datasource, interval).sort_by(
+        [("start_ms", "ascending"), ("version", "ascending"), ("partition_num", "ascending")]
+    )
+    columns = [
+        pc.binary_join_element_wise(
+            _timestamps(table["start_ms"]), _timestamps(table["end_ms"]), "/"
+        ),
+        table["version"],
+        table["partition_num"],
+        table["shard_type"],
+        table["num_rows"],
+        table["size_bytes"],
     ]
-    print(format_table(("interval", "version", "partition", "shard", "rows", "bytes"), rows))
-    print(f"{len(segments)} used segment(s) in {datasource}")
+    header = ("interval", "version", "partition", "shard", "rows", "bytes")
+    print(format_columns(header, columns))
+    print(f"{table.num_rows} used segment(s) in {datasource}")
+
+
+def _timestamps(millis: pa.ChunkedArray) -> pa.Array:
+    """Druid's timestamp text of each value (formatted once per distinct value: a datasource's
+    segments share few chunk bounds)."""
+    distinct = pc.unique(millis)
+    text = pa.array([format_timestamp(int(m)) for m in distinct.to_pylist()], pa.string())
+    return pc.take(text, pc.index_in(millis, value_set=distinct))
+
+
+def format_columns(header: Sequence[str], columns: Sequence[pa.Array | pa.ChunkedArray]) -> str:
+    """:func:`format_table` over Arrow columns, padded and joined by Arrow (nulls print empty)."""
+    texts = [pc.fill_null(pc.cast(c, pa.string()), "") for c in columns]
+    widths = [
+        max(len(h), pc.max(pc.utf8_length(t)).as_py() or 0)
+        for h, t in zip(header, texts, strict=True)
+    ]
+    padded = [pc.utf8_rpad(t, width=w) for t, w in zip(texts, widths, strict=True)]
+    lines = pc.utf8_rtrim_whitespace(pc.binary_join_element_wise(*padded, "  "))
+    head = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([head, rule, *lines.to_pylist()])
 
 
 def print_locks(lake: Lake, datasource: str) -> None:

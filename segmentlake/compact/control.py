@@ -17,6 +17,7 @@ from segmentlake.core.interval import Interval
 from segmentlake.errors import SpecError
 from segmentlake.metadata.compaction_records import (
     CONFIG,
+    KINDS,
     USER,
     UserCompaction,
     config_row,
@@ -178,7 +179,8 @@ class CompactionStatus:
 
 def compaction_status(store: MetadataStore, datasource: str) -> CompactionStatus:
     at = now_ms()
-    state = store.read(datasource, MANAGER_READS)
+    # The compaction records only: the status shows no segment, so it builds no timeline.
+    state = store.read(datasource, of_kind(*KINDS))
     ms = read_manager_state(state, at)
     views = ms.views.values()
     return CompactionStatus(

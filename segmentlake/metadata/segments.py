@@ -50,11 +50,11 @@ def used_segments(
     store: MetadataStore, datasource: str, interval: Interval | None = None
 ) -> list[DataSegment]:
     """The used segments of ``datasource`` (overlapping ``interval``)."""
-    condition = (pc.field("kind") == SEGMENT) & pc.field("used")
+    condition = pc.field("used")
     if interval is not None and interval != ETERNITY:
         condition = condition & _overlapping(interval)
     return segments_from_table(
-        datasource, store.arrow(datasource, condition, columns=SEGMENT_COLUMNS)
+        datasource, store.arrow(datasource, condition, kinds=[SEGMENT], columns=SEGMENT_COLUMNS)
     )
 
 
