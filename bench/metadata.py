@@ -321,7 +321,10 @@ def _writer(args: tuple[str, str, int, float, float, bool]) -> dict[str, Any]:
         redone += sum(log.retries.values())
         ops.append(str(p.segment_id))
         n += 1
-    return {"worker": worker, "ids": ops, "waits": waits, "redone": redone}
+    return {
+        "worker": worker, "ids": ops, "waits": waits, "redone": redone,
+        "rebases": lake.metadata.rebases,
+    }  # fmt: skip
 
 
 def _plain_writer(
@@ -397,6 +400,7 @@ def contention(writers: int, seconds: float, *, plain: bool) -> dict[str, Any]:
                 "commits": len(ids),
                 "tx_per_s": round(len(ids) / seconds, 1),
                 "decisions_redone": sum(r["redone"] for r in results),
+                "rebased_on_winners": sum(r.get("rebases", 0) for r in results),
                 "duplicates": len(duplicates),
                 "gaps": gaps,
                 "longest_wait_s": round(max(waits), 3) if waits else None,
@@ -415,12 +419,13 @@ def contention(writers: int, seconds: float, *, plain: bool) -> dict[str, Any]:
 
 
 def _gaps(ids: list[str]) -> int:
-    """Partition numbers missing per chunk (ids are ``<...>_<partition>``, first one 0)."""
+    """Partition numbers missing per chunk between the first and the last one allocated (ids
+    are ``<...>_<partition>``; a chunk's first id follows the segments already in it)."""
     by_chunk: dict[str, list[int]] = {}
     for i in ids:
         chunk, _, number = i.rpartition("_")
         by_chunk.setdefault(chunk, []).append(int(number) if number.isdigit() else 0)
-    return sum(max(n) + 1 - len(set(n)) for n in by_chunk.values())
+    return sum(max(n) - min(n) + 1 - len(set(n)) for n in by_chunk.values())
 
 
 # -- upkeep ---------------------------------------------------------------------------------

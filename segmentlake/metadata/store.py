@@ -20,6 +20,7 @@ so a heartbeat renews all of a group's rows with one one-row commit.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 import uuid
@@ -45,6 +46,8 @@ from segmentlake.metadata.records import (
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold
 from segmentlake.metadata.table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
+
+REBASE_PAUSE_S = 0.002
 
 __all__ = [
     "METADATA_VERSION",
@@ -118,6 +121,9 @@ class MetadataStore:
         )
         self._folds: dict[str, PartitionFold] = {}
         self._file_counts: dict[str, int] = {}
+        # Commits that lost the race for the next log version and went on top of the winners
+        # (no decision redone): a measure of log contention.
+        self.rebases = 0
         self._upkeep: threading.Thread | None = None
         self._lock = threading.RLock()
         self._created = False
@@ -273,11 +279,17 @@ class MetadataStore:
             "writes": writes.to_json(),
         }
         based_on = state.version
+        lost = 0
         while True:
             crash_point(f"commit.{operation}.before_log")
             try:
                 version = self.table.commit([add], record=record, base=based_on)
             except LostRace:
+                self.rebases += 1
+                lost += 1
+                # A short jittered pause: writers that lost together do not all retry in the
+                # same instant (each attempt costs a log read and a commit attempt).
+                time.sleep(random.uniform(0, REBASE_PAUSE_S * 2 ** min(lost, 4)))
                 latest = self.table.refresh()
                 self._check_winners(state.datasource, reads, based_on, latest, operation)
                 based_on = latest
