@@ -11,7 +11,7 @@ import segmentlake
 PACKAGE = Path(segmentlake.__file__).parent
 FORBIDDEN = {
     "a raw predicate over metadata columns (use segmentlake.metadata.queries)": re.compile(
-        r"pc\.field\(|import pyarrow\.compute"
+        r"\b(pc|compute|ds)\.field\("
     ),
     "delta-rs outside the metadata store": re.compile(r"^\s*(from|import) deltalake\b", re.M),
     "a retry loop of its own (use transact or retrying_table_commit)": re.compile(
