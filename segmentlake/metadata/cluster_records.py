@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pyarrow.compute as pc
 
+from segmentlake.core.spec_reader import safe_repr
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.errors import SpecError
 from segmentlake.metadata.records import Row, metadata_row
@@ -233,6 +234,11 @@ def set_coordinator_config(
     """Store the coordinator config (a :class:`CoordinatorConfig` or Druid-style JSON, whose
     missing keys keep the stored values)."""
     if not isinstance(config, CoordinatorConfig):
+        if not isinstance(config, Mapping):
+            raise SpecError(
+                f"the coordinator config must be a JSON object, got {safe_repr(config)}; "
+                'e.g. {"maxSegmentsToMove": 50}'
+            )
         merged = {**coordinator_config(store).to_json(), **dict(config)}
         config = CoordinatorConfig.from_json(merged)
     row = metadata_row(
