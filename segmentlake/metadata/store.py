@@ -356,7 +356,8 @@ class MetadataStore:
         files = [f for f in table.files() if f.datasource == datasource]
         if len(files) < min_files:
             return None
-        live = self._folded(table, datasource, files)
+        files, full = _to_fold(files)
+        live = self._folded(table, datasource, files, full=full)
         adds = [table.write_rows(datasource, _plain(live))] if live.num_rows else []
         record = {"id": f"upkeep:{uuid.uuid4()}", "op": "upkeep", "ds": datasource, "neutral": True}
         while True:
@@ -382,15 +383,20 @@ class MetadataStore:
         )
         return UpkeepReport(datasource, len(files), live.num_rows, version)
 
-    def _folded(self, table: MetadataTable, datasource: str, files: list[DataFile]) -> pa.Table:
-        """The current version of every row in ``files``, deletions past retention left out:
-        from this process's fold when it has applied them all (no file read: its other rows
-        are versions of newer files, which stay in the table), else from the files."""
-        cutoff = now_ms() - TOMBSTONE_RETENTION_MS
-        with self._lock:
-            mine = self._folds.get(datasource)
-            if mine is not None and {f.path for f in files} <= mine.applied:
-                return mine.without_old_tombstones(cutoff)
+    def _folded(
+        self, table: MetadataTable, datasource: str, files: list[DataFile], *, full: bool
+    ) -> pa.Table:
+        """The latest version of every row in ``files``. A full fold (every file of the
+        partition) leaves deletions past retention out, and comes from this process's fold
+        when that has applied every file (no file read: its other rows are versions of newer
+        files, which stay in the table). A partial fold keeps every deletion: the versions
+        they delete may live in the file left out."""
+        cutoff = now_ms() - TOMBSTONE_RETENTION_MS if full else _KEEP_EVERY_TOMBSTONE
+        if full:
+            with self._lock:
+                mine = self._folds.get(datasource)
+                if mine is not None and {f.path for f in files} <= mine.applied:
+                    return mine.without_old_tombstones(cutoff)
         fold = PartitionFold(FOLD_SCHEMA)
         loaded = [(f.path, table.read_file(f.path, dictionary=_DICTIONARY_COLUMNS)) for f in files]
         loaded.sort(key=lambda item: _min_rev(item[1]))
@@ -494,6 +500,22 @@ def _run_all(jobs: list[Any]) -> None:
 
 
 _TIME_KIND_VALUES = pa.array(sorted(TIME_KINDS))
+
+
+_KEEP_EVERY_TOMBSTONE = -(2**62)
+# A partition's largest file (its last full fold) is folded again only when the versions
+# accumulated beside it reach this share of its rows: the upkeep's cost follows what changed,
+# not the partition's size (10^5 segment records next to a stream of one-row heartbeats).
+FULL_FOLD_SHARE = 0.25
+
+
+def _to_fold(files: list[DataFile]) -> tuple[list[DataFile], bool]:
+    """The files the upkeep folds, and whether that is all of them (a full fold)."""
+    base = max(files, key=lambda f: f.num_records)
+    rest = [f for f in files if f is not base]
+    if sum(f.num_records for f in rest) >= FULL_FOLD_SHARE * base.num_records:
+        return files, True
+    return rest, False
 
 
 def _min_rev(table: pa.Table) -> int:

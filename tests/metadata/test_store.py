@@ -75,7 +75,7 @@ def test_upkeep_keeps_few_files_and_loses_no_row(spark: SparkSession, lake: Lake
     lake.metadata.upkeep(ds, min_files=2)  # what it does when due
     lake.metadata.table.refresh()
     files = [f for f in lake.metadata.table.files() if f.datasource == ds]
-    assert len(files) == 1
+    assert len(files) <= 2  # the last full fold, and the recent versions folded beside it
     groups = sorted(r["group_id"] for r in lake.metadata.rows(ds, pc.field("kind") == LOCK))
     assert groups == sorted(f"g{i}" for i in range(count))
     # A fresh process folds the same rows from the fewer files.
@@ -141,3 +141,40 @@ def test_a_lagging_reader_sees_a_deletion_whose_file_was_folded_away(lake: Lake,
     assert [(r["id"], r["deleted"]) for r in kept] == [("doomed", True)]
     assert reader.rows(ds) == []
     assert MetadataStore(lake.warehouse).rows(ds) == []
+
+
+def test_upkeep_leaves_a_large_fold_alone_until_the_changes_beside_it_add_up(
+    lake: Lake, ds: str
+) -> None:
+    lake.metadata.create()
+    store = MetadataStore(lake.warehouse)
+    base_rows = [lock(ds, f"base{i}", *day_after(i).key) for i in range(400)]
+    store.commit(
+        store.read(ds), [Change("upsert", r) for r in base_rows], commit_id="b", operation="t"
+    )
+    store.upkeep(ds, min_files=1)
+    store.table.refresh()
+    (base,) = [f.path for f in store.table.files() if f.datasource == ds]
+    doomed = base_rows[0]
+    store.commit(store.read(ds), [Change("delete", doomed)], commit_id="d", operation="t")
+    for i in range(20):  # 21 small files: 21 rows beside 400 (< 25%)
+        row = lock(ds, f"small{i}", *day_after(1000 + i).key)
+        store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"s{i}", operation="t")
+    store.settle()
+    store.upkeep(ds, min_files=2)
+    store.table.refresh()
+    paths = [f.path for f in store.table.files() if f.datasource == ds]
+    assert len(paths) == 2
+    assert base in paths  # the large fold was not rewritten
+    # The deletion of a row that lives in the large file survives the partial fold.
+    fresh = MetadataStore(lake.warehouse)
+    ids = sorted(r["id"] for r in fresh.rows(ds, kinds=[LOCK]))
+    assert ids == sorted([r["id"] for r in base_rows[1:]] + [f"small{i}" for i in range(20)])
+    # Once the versions beside it reach a quarter of it, everything is folded into one file.
+    more = [lock(ds, f"more{i}", *day_after(2000 + i).key) for i in range(100)]
+    store.commit(store.read(ds), [Change("upsert", r) for r in more], commit_id="m", operation="t")
+    store.settle()
+    store.upkeep(ds, min_files=2)
+    store.table.refresh()
+    assert len([f for f in store.table.files() if f.datasource == ds]) == 1
+    assert len(MetadataStore(lake.warehouse).rows(ds, kinds=[LOCK])) == 399 + 20 + 100
