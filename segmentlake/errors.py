@@ -20,6 +20,7 @@ __all__ = [
     "NotFound",
     "SegmentLakeError",
     "SpecError",
+    "TaskAlreadyPublished",
     "WarehouseNotFound",
     "first_line",
 ]
@@ -39,6 +40,16 @@ class SpecError(SegmentLakeError, ValueError):
 class BadRowsError(SpecError):
     """An ingestion met more unparseable rows than its ``max_parse_exceptions`` allows; the
     message shows the first offending rows and ``report`` the task's row counts."""
+
+    def __init__(self, message: str, *, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class TaskAlreadyPublished(SpecError):
+    """An ingestion was given the id of a task that already succeeded: its segments are
+    published, so running it again would ingest its rows twice. ``report`` is that task's
+    report (a replayed streaming batch is skipped on it)."""
 
     def __init__(self, message: str, *, report: object = None) -> None:
         super().__init__(message)

@@ -42,7 +42,13 @@ from segmentlake.core.names import check_datasource_name
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
-from segmentlake.errors import BadRowsError, LockRefused, SpecError, first_line
+from segmentlake.errors import (
+    BadRowsError,
+    LockRefused,
+    SpecError,
+    TaskAlreadyPublished,
+    first_line,
+)
 from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import (
     WrittenSegment,
@@ -71,9 +77,12 @@ from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
-from segmentlake.metadata.store import now_ms
+from segmentlake.metadata.queries import row_of
+from segmentlake.metadata.records import TASK
+from segmentlake.metadata.scope import Scope
+from segmentlake.metadata.store import PartitionState, now_ms
 from segmentlake.metadata.table_log import TableLog
-from segmentlake.metadata.tasks import record_task, task_row
+from segmentlake.metadata.tasks import published_report, record_task, succeeded_in, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
@@ -198,6 +207,8 @@ def run_ingestion(
             f"task_id {task_id!r} must be letters, digits, '_' and '-' only (it names the "
             "task's storage partitions, which use '.' as a separator)"
         )
+    if task_id is not None:
+        _refuse_published(target, datasource, task_id)
     run = _Run(target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource))
     run.replacing = replacing
     run.df = df
@@ -205,6 +216,33 @@ def run_ingestion(
         run.phases.update(replacing.phases)
     with recording_commits() as run.commits:
         return _run(run, priority, lock_timeout_s)
+
+
+def _refuse_published(target: IngestTarget, datasource: str, task_id: str) -> None:
+    """A task id names one run of a task: once it succeeded, its rows are published, and a
+    second run (a replayed streaming batch, a retried job) would ingest them twice."""
+    report = published_report(target.lockbox.store, datasource, task_id)
+    if report is not None:
+        raise TaskAlreadyPublished(
+            f"task {task_id!r} of datasource {datasource!r} already succeeded "
+            f"({report.get('segments', 0)} segment(s), "
+            f"{(report.get('rows') or {}).get('rows_out', 0)} rows); give a new task_id, or "
+            "none, to ingest these rows again",
+            report=report,
+        )
+
+
+def _not_published_before(task_id: str) -> Callable[[PartitionState], None]:
+    """The publish commit's own check (two runs with one task id racing to publish)."""
+
+    def check(state: PartitionState) -> None:
+        report = succeeded_in(state, task_id)
+        if report is not None:
+            raise TaskAlreadyPublished(
+                f"task {task_id!r} was published by another run meanwhile", report=report
+            )
+
+    return check
 
 
 def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
@@ -295,6 +333,9 @@ def _ingest(
             extra_rows=ledger,
             replaced=None if run.replacing is None else run.replacing.replaced,
             appended=run.mode == "append",
+            requirements=[_not_published_before(run.task_id)],
+            reads=row_of(TASK, run.task_id),
+            extra_scope=Scope.of(keys=[f"{TASK}:{run.task_id}"]),
         )
     report = run.report("SUCCESS", upgraded=len(published.upgraded), **results)
     logger.info(
@@ -612,6 +653,9 @@ def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbe
 def _fail(run: _Run, err: BaseException) -> None:
     """Release the task's locks and record its failure; never mask ``err``."""
     lockbox = run.target.lockbox
+    if isinstance(err, TaskAlreadyPublished):  # its ledger row is the successful run's
+        lockbox.release(run.datasource, run.task_id)
+        return
     message = f"{type(err).__name__}: {first_line(err)}"
     report = run.report("FAILED", error=message)
     if isinstance(err, BadRowsError):

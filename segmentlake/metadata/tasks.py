@@ -17,7 +17,7 @@ from segmentlake.metadata.records import TASK, Row, metadata_row
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
-__all__ = ["record_task", "task_reports", "task_row"]
+__all__ = ["published_report", "record_task", "succeeded_in", "task_reports", "task_row"]
 
 
 def task_row(
@@ -66,3 +66,25 @@ def task_reports(store: MetadataStore, datasource: str) -> list[dict[str, Any]]:
     rows = store.rows(datasource, pc.field("kind") == TASK, columns=("payload", "updated_ms"))
     rows.sort(key=lambda r: r["updated_ms"])
     return [json.loads(r["payload"]) for r in rows]
+
+
+def succeeded_in(state: PartitionState, task_id: str) -> dict[str, Any] | None:
+    """The report of task ``task_id`` in ``state`` if that task succeeded (its segments are
+    published), else None."""
+    for row in state.of(TASK):
+        if row["id"] == task_id:
+            report = json.loads(row["payload"])
+            return report if report.get("status") == "SUCCESS" else None
+    return None
+
+
+def published_report(store: MetadataStore, datasource: str, task_id: str) -> dict[str, Any] | None:
+    """The report of task ``task_id`` if it succeeded (its segments are published), else
+    None: what makes an ingestion with an explicit task id run at most once."""
+    rows = store.rows(
+        datasource, pc.field("id") == task_id, kinds=[TASK], columns=("id", "payload")
+    )
+    for row in rows:
+        report = json.loads(row["payload"])
+        return report if report.get("status") == "SUCCESS" else None
+    return None

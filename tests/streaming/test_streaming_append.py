@@ -1,0 +1,118 @@
+"""Streaming appends: each micro-batch one append, exactly once, across replays and killed
+drivers (``segmentlake.streaming``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from segmentlake.errors import SpecError, TaskAlreadyPublished
+from segmentlake.faults import CRASH_ENV
+from segmentlake.lake import Lake
+from segmentlake.streaming import append_stream, batch_task_id, batch_writer
+from tests.streaming.support import LEASE_SECONDS, SCHEMA, SPEC, write_files
+
+WORKER = Path(__file__).with_name("stream_worker.py")
+
+
+def users(lake: Lake) -> Counter[str]:
+    """Every visible row's user, counted (a row seen twice counts twice)."""
+    return Counter(r["user"] for r in lake.read("events").select("user").collect())
+
+
+def test_a_task_id_runs_once(spark: SparkSession, warehouse: str) -> None:
+    lake = Lake(spark, warehouse)
+    df = spark.createDataFrame([("2024-01-01T00:00:00Z", "a", 1)], SCHEMA)
+    first = lake.append(df, "events", SPEC, task_id="load_1")
+    with pytest.raises(TaskAlreadyPublished, match="load_1") as refused:
+        lake.append(df, "events", SPEC, task_id="load_1")
+    assert refused.value.report["status"] == "SUCCESS"
+    # The ledger keeps the successful run's report; the data is there once.
+    (task,) = [t for t in lake.tasks("events") if t.task_id == "load_1"]
+    assert task.status == "SUCCESS"
+    assert task.segments == first.segments
+    assert users(lake) == Counter({"a": 1})
+
+
+def test_a_replayed_batch_is_skipped(spark: SparkSession, warehouse: str) -> None:
+    lake = Lake(spark, warehouse)
+    write = batch_writer(lake, "events", SPEC, stream_id="s1")
+    batch = spark.createDataFrame([("2024-01-01T00:00:00Z", "a", 1)], SCHEMA)
+    write(batch, 0)
+    write(batch, 0)  # Spark replays the batch after a restart
+    write(spark.createDataFrame([("2024-01-02T00:00:00Z", "b", 1)], SCHEMA), 1)
+    write(spark.createDataFrame([], SCHEMA), 2)  # an empty batch appends nothing
+    assert users(lake) == Counter({"a": 1, "b": 1})
+    ids = {t.task_id for t in lake.tasks("events")}
+    assert ids == {batch_task_id("s1", 0), batch_task_id("s1", 1)}
+
+
+def test_bad_stream_ids_and_batch_sources_are_refused(spark: SparkSession, warehouse: str) -> None:
+    lake = Lake(spark, warehouse)
+    with pytest.raises(SpecError, match="stream_id"):
+        batch_writer(lake, "events", SPEC, stream_id="a/b")
+    with pytest.raises(SpecError, match="streaming DataFrame"):
+        append_stream(lake, spark.range(1), "events", SPEC, checkpoint_location="/tmp/x")
+
+
+def test_a_stream_appends_every_row_once_and_resumes(
+    spark: SparkSession, warehouse: str, tmp_path: Path
+) -> None:
+    lake = Lake(spark, warehouse)
+    source, checkpoint = tmp_path / "in", str(tmp_path / "chk")
+    total = write_files(source, 3, 20)
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    run = {"checkpoint_location": checkpoint, "trigger": {"availableNow": True}}
+    append_stream(lake, stream, "events", SPEC, **run).awaitTermination()
+    counted = users(lake)
+    assert sum(counted.values()) == total
+    assert set(counted.values()) == {1}
+    total += write_files(source, 2, 20, start=3)
+    append_stream(lake, stream, "events", SPEC, **run).awaitTermination()
+    counted = users(lake)
+    assert sum(counted.values()) == total
+    assert set(counted.values()) == {1}
+    assert len(lake.tasks("events")) == 5  # one append per file (micro-batch)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    "point",
+    [
+        "ingest.after_write#2",  # rows written, batch 1 not published: it runs again
+        "commit.publish.after_log#2",  # batch 1 published, not checkpointed: it is skipped
+    ],
+)
+def test_a_killed_stream_resumes_exactly_once(
+    spark: SparkSession, warehouse: str, tmp_path: Path, point: str
+) -> None:
+    source, checkpoint = tmp_path / "in", str(tmp_path / "chk")
+    total = write_files(source, 4, 25)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    argv = [sys.executable, str(WORKER), warehouse, str(source), checkpoint]
+    killed = subprocess.run(
+        argv, env={**env, CRASH_ENV: point}, capture_output=True, text=True,
+        start_new_session=True, timeout=600,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stdout + killed.stderr  # SIGKILL at the point
+    assert "drained" not in killed.stdout
+    lake = Lake(spark, warehouse)
+    before = users(lake)
+    assert 0 < sum(before.values()) < total  # it died mid-stream
+    time.sleep(LEASE_SECONDS)  # the dead driver's locks expire
+    resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "drained" in resumed.stdout
+    counted = users(lake)
+    assert sum(counted.values()) == total  # every row...
+    assert set(counted.values()) == {1}  # ...exactly once
+    succeeded = [t for t in lake.tasks("events") if t.status == "SUCCESS"]
+    assert len(succeeded) == 4  # one published append per micro-batch
