@@ -437,41 +437,58 @@ def _renewer(args: tuple[str, int, int]) -> int:
     assert lake.try_lock("bench", day(worker), group_id=f"u{worker}").granted
     for _ in range(commits - 1):
         lake.heartbeat("bench", f"u{worker}")
+    lake.metadata.settle()
     return commits
 
 
-def upkeep(commits: int, writers: int) -> dict[str, Any]:
+def _table_state(lake: Lake, warehouse: str) -> dict[str, Any]:
+    """Files, log entries, bytes and a cold read of the partition (a new process)."""
+    lake.metadata.table.refresh()
+    files = lake.metadata.table.files()
+    table_dir = Path(lake.metadata.path)
+    log_files = list((table_dir / "_delta_log").glob("*.json"))
+    size = sum(p.stat().st_size for p in table_dir.rglob("*") if p.is_file())
+    cold = subprocess.run(
+        [sys.executable, "-c", _COLD, warehouse, "bench"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )  # fmt: skip
+    read = json.loads(cold.stdout.strip().splitlines()[-1])
+    return {
+        "live_data_files": len(files),
+        "log_entries": len(log_files),
+        "bytes_on_storage": size,
+        "cold_timeline_s": round(read["timeline_s"], 2),
+    }
+
+
+def upkeep(commits: int, writers: int, *, rounds: int = 10) -> dict[str, Any]:
+    """``commits`` one-row heartbeat commits in ``rounds`` rounds; after each, the table's
+    state (it must stay flat) and the commit rate of the round."""
     root = Path(tempfile.mkdtemp(prefix="bench-metadata-upkeep-"))
     try:
         warehouse = str(root / "wh")
         lake = Lake(None, warehouse)
         fill(lake, "bench", 100_000, days=1000)
-        started = time.perf_counter()
-        with mp.get_context("spawn").Pool(writers) as pool:
-            done = sum(
-                pool.map(_renewer, [(warehouse, w, commits // writers) for w in range(writers)])
-            )
-        elapsed = time.perf_counter() - started
-        lake.metadata.table.refresh()
-        files = lake.metadata.table.files()
-        table_dir = Path(lake.metadata.path)
-        log_files = list((table_dir / "_delta_log").glob("*.json"))
-        size = sum(p.stat().st_size for p in table_dir.rglob("*") if p.is_file())
-        cold = subprocess.run(
-            [sys.executable, "-c", _COLD, warehouse, "bench"],
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-        )  # fmt: skip
-        read = json.loads(cold.stdout.strip().splitlines()[-1])
+        done, curve, elapsed = 0, [], 0.0
+        per_round = max(writers, commits // rounds)
+        while done < commits:
+            started = time.perf_counter()
+            with mp.get_context("spawn").Pool(writers) as pool:
+                jobs = [(warehouse, w, per_round // writers) for w in range(writers)]
+                made = sum(pool.map(_renewer, jobs))
+            seconds = time.perf_counter() - started
+            done, elapsed = done + made, elapsed + seconds
+            row = {"commits": done, "round_commits_per_s": round(made / seconds, 1)}
+            row |= _table_state(lake, warehouse)
+            print(json.dumps(row), flush=True)
+            curve.append(row)
         latencies = timed(lambda i: lake.heartbeat("bench", "u0"), 30)
         return {
             "commits": done,
             "seconds": round(elapsed, 1),
             "commits_per_s": round(done / elapsed, 1),
-            "live_data_files": len(files),
-            "log_entries": len(log_files),
-            "bytes_on_storage": size,
-            "cold_timeline_s": round(read["timeline_s"], 2),
+            "curve": curve,
             "heartbeat_after": percentiles(latencies),
         }
     finally:
@@ -513,7 +530,9 @@ def inspect(records: int, repeat: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=("latency", "scale", "contention", "upkeep", "inspect", "all"))
+    parser.add_argument(
+        "what", choices=("latency", "scale", "contention", "upkeep", "inspect", "all")
+    )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=51)
     parser.add_argument("--sizes", default="1000,10000,100000,1000000")

@@ -70,7 +70,11 @@ UPKEEP_FILES = 16
 # How long the upkeep keeps a deletion's tombstone in the files it folds (see state.py).
 TOMBSTONE_RETENTION_MS = 3_600_000
 CHECKPOINT_EVERY = 50
-CLEANUP_EVERY = 1000
+CLEANUP_EVERY = 500
+# Log entries below the latest checkpoint are deleted once this old. A transaction needs the
+# entries after the version it read (the winners' records) for as long as it decides and
+# commits: far less than this. A reader behind a deleted entry reloads from the checkpoint.
+LOG_RETENTION_MS = 5 * 60_000
 # Long repeated strings (segment descriptors, schemas) stay dictionary-encoded in memory.
 _DICTIONARY_COLUMNS = ("shared",)
 
@@ -336,7 +340,11 @@ class MetadataStore:
         table = self.table.log.table()
         table.create_checkpoint()
         if cleanup:
-            table.cleanup_metadata()
+            # Not delta-rs's cleanup_metadata: it keeps the table's logRetentionDuration
+            # (days), and a busy metadata table commits 10^5 times a day; every refresh lists
+            # the log, so its length is every transaction's cost.
+            deleted = self.table.log.clean_log(older_than_ms=now_ms() - LOG_RETENTION_MS)
+            logger.debug("metadata log cleanup: %d entries deleted", deleted)
             table.vacuum(dry_run=False, enforce_retention_duration=True)
 
     def upkeep(self, datasource: str, *, min_files: int = UPKEEP_FILES) -> UpkeepReport | None:

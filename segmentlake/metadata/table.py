@@ -147,10 +147,17 @@ class MetadataTable:
     # -- reads ---------------------------------------------------------------------------------
 
     def refresh(self) -> int:
-        """Follow the log to its latest version; return it."""
+        """Follow the log to its latest version; return it. A handle so far behind that the
+        entries it needs were cleaned up loads afresh from the latest checkpoint."""
         with self._lock:
             table = self.table()
-            table.update_incremental()
+            try:
+                table.update_incremental()
+            except DeltaError as e:
+                if "not found" not in str(e).lower():
+                    raise
+                logger.info("metadata log entries behind this reader were cleaned; reloading")
+                table = self._table = self.log.table()
             return int(table.version())
 
     def version(self) -> int:

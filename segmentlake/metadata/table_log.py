@@ -108,6 +108,36 @@ class TableLog:
             return []
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
+    def clean_log(self, *, older_than_ms: int) -> int:
+        """Delete the log entries (commit JSONs, checkpoints) below the latest checkpoint
+        last modified before ``older_than_ms`` (epoch ms); the number deleted. The latest
+        checkpoint and everything after it stay, so the table still loads; a handle that was
+        behind a deleted entry reloads (:meth:`MetadataTable.refresh`)."""
+        checkpoint = self._last_checkpoint()
+        if checkpoint is None:
+            return 0
+        log_dir = self.full("_delta_log")
+        deleted = 0
+        for info in self.fs.get_file_info(pafs.FileSelector(log_dir)):
+            version = _log_version(info.base_name)
+            if version is None or version >= checkpoint or info.mtime is None:
+                continue
+            if info.mtime.timestamp() * 1000 >= older_than_ms:
+                continue
+            try:
+                self.fs.delete_file(info.path)
+                deleted += 1
+            except (FileNotFoundError, OSError):
+                pass  # another process cleaned it first
+        return deleted
+
+    def _last_checkpoint(self) -> int | None:
+        try:
+            with self.fs.open_input_stream(self.full("_delta_log/_last_checkpoint")) as stream:
+                return int(json.loads(stream.read().decode("utf-8"))["version"])
+        except (FileNotFoundError, OSError, ValueError, KeyError):
+            return None
+
     def added_files(self, start: int, end: int) -> list[AddedFile]:
         """The files added by versions ``start..end`` (inclusive)."""
         found = []
@@ -169,3 +199,13 @@ def _millis(value: Any) -> int:
     if hasattr(value, "timestamp"):
         return int(value.timestamp() * 1000)
     return int(value)
+
+
+def _log_version(name: str) -> int | None:
+    """The version of a log entry's file name (``<20 digits>.json`` or a checkpoint part)."""
+    head = name.split(".", 1)[0]
+    if len(head) != 20 or not head.isdigit():
+        return None
+    if name.endswith(".json") or ".checkpoint" in name:
+        return int(head)
+    return None

@@ -5,6 +5,7 @@ table at few files, leases, and Spark reading the very rows the store reads."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -178,3 +179,34 @@ def test_upkeep_leaves_a_large_fold_alone_until_the_changes_beside_it_add_up(
     store.table.refresh()
     assert len([f for f in store.table.files() if f.datasource == ds]) == 1
     assert len(MetadataStore(lake.warehouse).rows(ds, kinds=[LOCK])) == 399 + 20 + 100
+
+
+def test_old_log_entries_are_cleaned_and_a_lagging_reader_reloads(tmp_path: Path) -> None:
+    store = MetadataStore(str(tmp_path / "wh"))
+    store.create()
+    ds = "cleaned"
+    lagging = MetadataStore(str(tmp_path / "wh"))
+    store.commit(store.read(ds), [Change("upsert", lock(ds, "first", *DAY.key))],
+                 commit_id="c0", operation="t")  # fmt: skip
+    assert [r["id"] for r in lagging.rows(ds)] == ["first"]  # its handle is at version 1
+    for i in range(30):
+        row = lock(ds, f"l{i}", *day_after(i + 1).key)
+        store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"c{i + 1}", operation="t")
+    store.settle()
+    store.checkpoint()
+    log = store.table.log
+    before = sorted(p.name for p in (tmp_path / "wh").rglob("_delta_log/*.json"))
+    deleted = log.clean_log(older_than_ms=now_ms() + 1)
+    after = sorted(p.name for p in (tmp_path / "wh").rglob("_delta_log/*.json"))
+    assert deleted >= 25
+    assert len(after) < len(before)
+    assert after[-1] == before[-1]  # nothing at or after the checkpoint goes
+    # A reader whose handle was behind the deleted entries reloads and sees every row.
+    assert len(lagging.rows(ds)) == 31
+    assert len(MetadataStore(str(tmp_path / "wh")).rows(ds)) == 31
+    # And it can still commit.
+    state = lagging.read(ds)
+    assert lagging.commit(state, [Change("upsert", lock(ds, "late", *day_after(99).key))],
+                          commit_id="late", operation="t")  # fmt: skip
+    # A young entry is kept whatever its version.
+    assert log.clean_log(older_than_ms=0) == 0
