@@ -116,3 +116,33 @@ def test_a_killed_stream_resumes_exactly_once(
     assert set(counted.values()) == {1}  # ...exactly once
     succeeded = [t for t in lake.tasks("events") if t.status == "SUCCESS"]
     assert len(succeeded) == 4  # one published append per micro-batch
+
+
+@pytest.mark.slow
+def test_compaction_meanwhile_never_fails_a_batch(
+    spark: SparkSession, warehouse: str, tmp_path: Path
+) -> None:
+    lake = Lake(spark, warehouse)
+    source, checkpoint = tmp_path / "in", str(tmp_path / "chk")
+    seed = tmp_path / "seed"
+    total = write_files(seed, 1, 20)
+    lake.append(spark.read.schema(SCHEMA).json(str(seed)), "events", SPEC)  # the days exist
+    total += write_files(source, 6, 20, start=1)
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    query = append_stream(
+        lake, stream, "events", SPEC, checkpoint_location=checkpoint,
+        trigger={"availableNow": True},
+    )  # fmt: skip
+    compactions, overlapped = [], False
+    while query.isActive:
+        report = lake.compact("events", "2024-01-01/P2D", mode="major", lock_timeout_s=120)
+        compactions.append(report.status)
+        overlapped = overlapped or query.isActive  # a batch ran after this compaction began
+    query.awaitTermination()
+    assert query.exception() is None
+    assert compactions
+    assert set(compactions) <= {"SUCCESS", "SKIPPED"}
+    assert overlapped
+    counted = users(lake)
+    assert sum(counted.values()) == total
+    assert set(counted.values()) == {1}
