@@ -63,3 +63,23 @@ def test_segment_records_and_listing_match_the_segments(tmp_path: Path) -> None:
     assert sorted(one_day["id"].to_pylist()) == sorted(
         str(s.id) for s in segments if s.interval == day_after(1)
     )
+
+
+def test_the_timeline_picture_draws_every_segment_in_its_state(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from segmentlake.plot import plot_timeline
+
+    lake = Lake(None, str(tmp_path / "wh"), lease_seconds=600)
+    ds = "pictured"
+    _append(lake, ds, [0, 1, 2], "first")
+    _overwrite(lake, ds, 1)
+    ax = plot_timeline(lake, ds)
+    bars = [p for p in ax.patches if p.get_width() > 0]
+    assert len(bars) == 4
+    grey = [b for b in bars if to_hex(b.get_facecolor()) == "#d0d0d0"]
+    assert len(grey) == 1  # the first version's day 1, overshadowed
+    assert "4 used segment(s), 2 version(s)" in ax.get_title()
