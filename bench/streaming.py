@@ -53,8 +53,9 @@ SPEC = {
 def make_files(spark: SparkSession, source: Path, files: int, rows: int) -> None:
     for f in range(files):
         df = spark.range(rows).select(
-            F.format_string("2024-01-0%dT%02d:00:00Z", (F.col("id") % 2) + 1, F.col("id") % 24)
-            .alias("ts"),
+            F.format_string(
+                "2024-01-0%dT%02d:00:00Z", (F.col("id") % 2) + 1, F.col("id") % 24
+            ).alias("ts"),
             F.format_string("u%d-%d", F.lit(f), F.col("id")).alias("user"),
             (F.col("id") % 50).cast("string").alias("page"),
             F.lit(1).cast("long").alias("n"),
