@@ -4,7 +4,7 @@ Time runs left to right; each version of the datasource is a lane (oldest at the
 each used segment a bar over its interval in its version's lane, split into its chunk's
 partitions. Visible segments are filled, overshadowed ones grey and hatched, standby ones
 (an incomplete newer generation) outlined. Drawn from the segments' typed metadata records
-(``Lake.segment_records``): no timeline is built, so 10^4 segments draw in a second.
+(``Lake.segment_records``): no timeline is built.
 Needs matplotlib (``pip install 'segmentlake[notebook]'``).
 
 >>> plot_timeline(lake, "wikipedia")  # doctest: +SKIP

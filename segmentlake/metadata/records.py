@@ -45,7 +45,6 @@ __all__ = [
     "metadata_row",
     "pending_from_row",
     "pending_row",
-    "row_scope",
     "rows_scope",
     "segment_from_row",
     "segment_row",
@@ -109,14 +108,10 @@ def lease_key(group_id: str) -> str:
     return f"{LEASE}:{group_id}"
 
 
-def row_scope(row: Row) -> Scope:
-    """What a new version of ``row`` changes: its interval's time range, or its key."""
-    return rows_scope([row])
-
-
 def rows_scope(rows: Iterable[Row]) -> Scope:
-    """What new versions of ``rows`` change, built in one pass (a scope per row joined one by
-    one would re-merge the ranges at every row: quadratic for 10^4 scattered segments)."""
+    """What new versions of ``rows`` change: each row's interval's time range, or its key.
+    Built in one pass; joining one scope per row would re-merge the ranges at every row
+    (quadratic for 10^4 scattered segments)."""
     ranges: list[tuple[int, int]] = []
     keys: list[str] = []
     for row in rows:
