@@ -210,3 +210,24 @@ def test_old_log_entries_are_cleaned_and_a_lagging_reader_reloads(tmp_path: Path
                           commit_id="late", operation="t")  # fmt: skip
     # A young entry is kept whatever its version.
     assert log.clean_log(older_than_ms=0) == 0
+
+
+def test_folded_away_files_are_vacuumed_once_past_retention(tmp_path: Path) -> None:
+    store = MetadataStore(str(tmp_path / "wh"))
+    store.create()
+    store.table.log.table().alter.set_table_properties(
+        {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
+    )  # a test cannot wait the 10 minutes
+    ds = "vacuumed"
+    for i in range(5):
+        row = lock(ds, f"l{i}", *day_after(i).key)
+        store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"c{i}", operation="t")
+    store.settle()
+    store.upkeep(ds, min_files=2)
+    data_dir = tmp_path / "wh" / "_segmentlake" / "metadata_v2" / f"datasource={ds}"
+    on_disk = len(list(data_dir.glob("*.parquet")))
+    assert on_disk >= 6  # five commits' files and the fold
+    time.sleep(1.5)  # past retention: the tombstones have expired, the files must still go
+    store.checkpoint(cleanup=True)
+    assert len(list(data_dir.glob("*.parquet"))) == 1  # only the fold is left
+    assert len(MetadataStore(str(tmp_path / "wh")).rows(ds, kinds=[LOCK])) == 5
