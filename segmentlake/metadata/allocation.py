@@ -96,7 +96,9 @@ def allocate(
     if not requests:
         return []
     keys = sorted({r.key for r in requests})
-    requested = span_scope([r.interval for r in requests]) | Scope.of(keys=[lease_key(group_id)])
+    requested = span_scope([r.interval for r in requests]) | Scope.of(
+        keys=[lease_key(group_id), *(f"{PENDING}:{key}" for key in keys)]
+    )
 
     def scope() -> Scope:
         # Earlier allocations of these keys, wherever they are: a key names one allocation,

@@ -117,6 +117,10 @@ def rows_scope(rows: Iterable[Row]) -> Scope:
     for row in rows:
         if row["kind"] in TIME_KINDS and row.get("start_ms") is not None:
             ranges.append((int(row["start_ms"]), int(row["end_ms"])))
+            if row["kind"] == PENDING:
+                # An allocation key names one allocation wherever it lies: two allocations
+                # of a key in different chunks must meet (and a reader can find its commit).
+                keys.append(f"{PENDING}:{row['id']}")
         else:
             keys.append(f"{row['kind']}:{row['id']}")
     return Scope.of(ranges, keys)

@@ -18,16 +18,22 @@ period is rebuilt from the files instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from segmentlake.metadata.scope import Scope
 
 __all__ = ["KEY_SEPARATOR", "PartitionFold", "key_column"]
 
 KEY_SEPARATOR = "\x1f"
 # Concatenation leaves chunks behind; past this many the table is made contiguous again.
+# Every Arrow call pays per chunk and column: a kind of a few thousand rows (locks, leases,
+# allocations) is kept in one chunk, which costs less to rebuild than to scan in pieces.
 _MAX_CHUNKS = 32
+_SMALL_KIND_ROWS = 20_000
 
 
 def key_column(table: pa.Table) -> pa.Array:
@@ -42,6 +48,7 @@ class _KindFold:
         self._rows = schema.empty_table()
         self._keys = pa.array([], pa.string())
         self._live: pa.Table | None = None
+        self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def rows(self) -> pa.Table:
@@ -55,6 +62,43 @@ class _KindFold:
             else:
                 self._live = self._rows.filter(pc.invert(pc.fill_null(deleted, False)))
         return self._live
+
+    def within(
+        self, ranges: Sequence[tuple[int, int]], ids: frozenset[str], *, timed: bool
+    ) -> pa.Table:
+        """The live rows of this kind in a scope: rows with a time range overlapping one of
+        ``ranges`` (when the kind is ``timed``), and rows without one whose id is in ``ids``.
+        A numpy pass over cached columns: a transaction reading one chunk must not pay an
+        Arrow expression over 10^5 segment records."""
+        live = self.live()
+        if not live.num_rows or (not ranges and not ids):
+            return live.schema.empty_table()
+        starts, ends, has_span = self._span_index(live)
+        if timed:
+            mask = np.zeros(live.num_rows, dtype=bool)
+            for start, end in ranges:
+                mask |= (starts < end) & (ends > start)
+            mask &= has_span
+            loose = ~has_span
+        else:
+            mask = np.zeros(live.num_rows, dtype=bool)
+            loose = np.ones(live.num_rows, dtype=bool)
+        if ids and loose.any():
+            named = pc.is_in(live["id"], value_set=pa.array(sorted(ids), pa.string()))
+            mask |= loose & pc.fill_null(named, False).to_numpy(zero_copy_only=False)
+        picked = np.flatnonzero(mask)
+        return live.take(picked) if len(picked) else live.schema.empty_table()
+
+    def _span_index(self, live: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._spans is None:
+            start, end = live["start_ms"], live["end_ms"]
+            has_span = pc.is_valid(start).to_numpy(zero_copy_only=False)
+            self._spans = (
+                pc.fill_null(start, 0).to_numpy(),
+                pc.fill_null(end, 0).to_numpy(),
+                has_span,
+            )
+        return self._spans
 
     def revs(self, wanted: pa.Array) -> dict[str, int]:
         if not self._rows.num_rows:
@@ -111,7 +155,9 @@ class _KindFold:
 
     def _set(self, rows: pa.Table, keys: pa.Array) -> None:
         self._live = None
-        if rows.num_columns and rows.column(0).num_chunks > _MAX_CHUNKS:
+        self._spans = None
+        chunks = rows.column(0).num_chunks if rows.num_columns else 0
+        if chunks > _MAX_CHUNKS or (chunks > 1 and rows.num_rows <= _SMALL_KIND_ROWS):
             rows = rows.combine_chunks()
         self._rows, self._keys = rows, keys
 
@@ -131,6 +177,9 @@ class PartitionFold:
         self._kinds: dict[str, _KindFold] = {}
         self.max_rev = -1
         self.applied: set[str] = set()  # file paths folded in
+        # Files not read yet, with the scope their commit wrote (see MetadataStore._current).
+        self.deferred: dict[str, Scope] = {}
+        self.deferred_since: float | None = None
         self.refreshed = time.monotonic()
         self._views: dict[tuple[str, ...] | None, pa.Table] = {}
 
@@ -156,6 +205,27 @@ class PartitionFold:
             self._views[kinds] = found
         return found
 
+    def within(
+        self,
+        ranges: Sequence[tuple[int, int]],
+        keys: Iterable[str],
+        timed_kinds: frozenset[str],
+    ) -> pa.Table:
+        """The live rows in a scope: rows of ``timed_kinds`` with a time range overlapping
+        ``ranges``, and other rows whose ``<kind>:<id>`` is among ``keys``."""
+        ids: dict[str, set[str]] = {}
+        for key in keys:
+            kind, _, row_id = key.partition(":")
+            ids.setdefault(kind, set()).add(row_id)
+        tables = [
+            fold.within(ranges, frozenset(ids.get(kind, ())), timed=kind in timed_kinds)
+            for kind, fold in sorted(self._kinds.items())
+        ]
+        tables = [t for t in tables if t.num_rows]
+        if not tables:
+            return self.schema.empty_table()
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
     def revs(self, keys: Iterable[str]) -> dict[str, int]:
         """The current rev of each of ``keys`` that has a version (deleted ones too)."""
         out: dict[str, int] = {}
@@ -172,12 +242,29 @@ class PartitionFold:
                 out |= self._kinds[kind].present(wanted)
         return out
 
+    def reset(self) -> None:
+        """Forget every row and file: the partition is to be read again from its files."""
+        self._kinds = {}
+        self.max_rev = -1
+        self.applied = set()
+        self.deferred = {}
+        self.deferred_since = None
+        self._views = {}
+
+    def defer(self, path: str, wrote: Scope) -> None:
+        """Note a file to fold in once a read needs what it wrote."""
+        if not self.deferred:
+            self.deferred_since = time.monotonic()
+        self.deferred[path] = wrote
+
     def apply(self, path: str, table: pa.Table) -> None:
         """Fold one file's row versions in (each key appears once in a file): per key, the
         higher rev wins. Files usually come newest last, but not always (two commits that
         read the same version land one after the other with the same rev; a folded file
         carries old versions), so each key is compared."""
         self.applied.add(path)
+        if self.deferred.pop(path, None) is not None and not self.deferred:
+            self.deferred_since = None
         if not table.num_rows:
             return
         kinds = table["kind"]
@@ -205,8 +292,13 @@ class PartitionFold:
 
     def forget_missing(self, present: set[str]) -> None:
         """Keep the applied-file set to the files still in the table (rows stay: a file the
-        upkeep removed lives on, folded, in the file it wrote)."""
+        upkeep removed lives on, folded, in the file it wrote, which is deferred or adopted
+        only after what it folded was read)."""
         self.applied &= present
+        for path in [p for p in self.deferred if p not in present]:
+            del self.deferred[path]
+        if not self.deferred:
+            self.deferred_since = None
 
 
 def _by_kind(keys: Iterable[str]) -> dict[str, pa.Array]:

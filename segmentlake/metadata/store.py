@@ -19,7 +19,9 @@ so a heartbeat renews all of a group's rows with one one-row commit.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import random
 import threading
 import time
@@ -32,11 +34,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.transaction import AddAction
 
-from segmentlake.errors import SpecError
+from segmentlake.errors import CommitStateUnknown, SpecError
 from segmentlake.faults import crash_point
 from segmentlake.metadata.records import (
     LEASE,
     LEASED_KINDS,
+    PENDING,
     TABLE_SCHEMA,
     TIME_KINDS,
     Row,
@@ -48,6 +51,9 @@ from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold
 from segmentlake.metadata.table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
 
 REBASE_PAUSE_S = 0.002
+# A file deferred this long is read anyway: the upkeep drops a deletion's tombstone after
+# TOMBSTONE_RETENTION_MS, and a fold must see a tombstone before the versions it deletes go.
+MAX_DEFERRAL_S = 300.0
 
 __all__ = [
     "METADATA_VERSION",
@@ -154,11 +160,18 @@ class MetadataStore:
         """The current rows of ``datasource`` within ``scope`` matching ``condition``, with the
         leases of the held rows among them (which join the scope), as of the latest version."""
         with self._lock:  # the rows of exactly that version
-            version, fold = self._current(datasource)
-            everything, leases = fold.live(), fold.of_kinds((LEASE,))
-        table = _within(everything, scope)
-        if condition is not None:
-            table = table.filter(condition)
+            version, fold = self._current(datasource, scope=scope)
+            if scope.everything:
+                table = fold.live()
+            else:
+                table = fold.within(scope.ranges, scope.keys, TIME_KINDS)
+            if condition is not None:
+                table = table.filter(condition)
+            # The held rows' leases are renewed by their groups' own commits, which wrote
+            # only the lease: those must be read too.
+            held = Scope.of(keys=(lease_key(g) for g in _held_groups(table)))
+            self._catch_up(datasource, fold, held)
+            leases = fold.of_kinds((LEASE,))
         table, scope = _with_leases(table, leases, scope)
         rows = tuple(_pylist(datasource, table))
         by_kind: dict[str, list[Row]] = {}
@@ -210,7 +223,13 @@ class MetadataStore:
             fold = self._folds.get(datasource)
             if fold is None:
                 return set()
-            found = fold.present(f"{kind}{KEY_SEPARATOR}{i}" for i in ids)
+            wanted = list(ids)
+            # A pending allocation's commit names its key in its write scope (rows_scope);
+            # of other timed kinds only the time is known: read whatever is deferred.
+            keyed = kind not in TIME_KINDS or kind == PENDING
+            named = Scope.of(keys=(f"{kind}:{i}" for i in wanted))
+            self._catch_up(datasource, fold, named if keyed else EVERYTHING)
+            found = fold.present(f"{kind}{KEY_SEPARATOR}{i}" for i in wanted)
         return {key.split(KEY_SEPARATOR, 1)[1] for key in found}
 
     def datasources(self) -> list[str]:
@@ -224,9 +243,16 @@ class MetadataStore:
     def version(self) -> int:
         return self.table.version() if self.exists() else -1
 
-    def _current(self, datasource: str, *, fresh: bool = True) -> tuple[int, PartitionFold]:
-        """The latest version and the partition's fold (files read once per process); with
-        ``fresh=False``, what this process last read, if it read the partition before."""
+    def _current(
+        self, datasource: str, *, fresh: bool = True, scope: Scope = EVERYTHING
+    ) -> tuple[int, PartitionFold]:
+        """The latest version and the partition's fold, current within ``scope`` (files read
+        once per process); with ``fresh=False``, what this process last read, if it read the
+        partition before.
+
+        Files other processes committed are read only when their commit's write scope
+        overlaps ``scope`` (or is unknown); the others wait, *deferred*, until a read needs
+        them, so a writer on one time chunk does not read every other chunk's commits."""
         if not self.exists():
             return -1, PartitionFold(FOLD_SCHEMA)
         with self._lock:
@@ -239,21 +265,74 @@ class MetadataStore:
             files = [f for f in self.table.files() if f.datasource == datasource]
             self._file_counts[datasource] = len(files)
             present = {f.path for f in files}
-            new = [f for f in files if f.path not in fold.applied]
-            if new:
-                loaded = [
-                    (f.path, self.table.read_file(f.path, dictionary=_DICTIONARY_COLUMNS))
-                    for f in new
-                ]
-                # Oldest first, so each file's versions are newer than what is folded.
-                loaded.sort(key=lambda item: _min_rev(item[1]))
-                for path, rows in loaded:
-                    fold.apply(path, rows)
+            new = [f for f in files if f.path not in fold.applied and f.path not in fold.deferred]
+            for file in new:
+                self._classify(datasource, fold, file)
             fold.forget_missing(present)
+            if fold.deferred_since is not None and (
+                time.monotonic() - fold.deferred_since > MAX_DEFERRAL_S
+            ):
+                scope = EVERYTHING  # deletions' tombstones must meet what they delete
+            applied = self._catch_up(datasource, fold, scope)
             fold.refreshed = time.monotonic()
-            if new:
+            if applied:
                 fold.forget_tombstones(now_ms() - TOMBSTONE_RETENTION_MS)
             return version, fold
+
+    def _classify(self, datasource: str, fold: PartitionFold, file: DataFile) -> None:
+        """Defer a new file with the write scope its commit recorded, or, for an upkeep's
+        fold of files this process has all seen, adopt it without reading (it holds nothing
+        newer than them)."""
+        origin = self.table.origin(file.path)
+        record = origin.record if origin is not None else None
+        if origin is None or record is None or record.get("ds") != datasource:
+            fold.defer(file.path, EVERYTHING)
+        elif record.get("op") == "upkeep":
+            # The fold holds the latest versions of the files it replaced. Those this
+            # process applied it has (or newer); those it deferred it still owes, so the
+            # fold is owed for what they wrote, and read only when a read needs that.
+            removed = set(origin.removed)
+            if removed <= fold.applied | set(fold.deferred):
+                owed = [fold.deferred[p] for p in removed if p in fold.deferred]
+                if owed:
+                    fold.defer(file.path, functools.reduce(operator.or_, owed))
+                else:
+                    fold.applied.add(file.path)
+            else:
+                fold.defer(file.path, EVERYTHING)
+        else:
+            fold.defer(file.path, Scope.from_json(record.get("writes")))
+
+    def _catch_up(self, datasource: str, fold: PartitionFold, scope: Scope) -> bool:
+        """Apply the deferred files whose write scope overlaps ``scope``; whether any was."""
+        due = [path for path, wrote in fold.deferred.items() if wrote.overlaps(scope)]
+        if not due:
+            return False
+        if not self._apply_files(fold, due):
+            # Vacuumed meanwhile (folded away long ago): read the partition afresh.
+            logger.info("deferred metadata files vanished; reading the partition again")
+            fold.reset()
+            for file in self.table.files():
+                if file.datasource == datasource:
+                    fold.defer(file.path, EVERYTHING)
+            if not self._apply_files(fold, list(fold.deferred)):
+                raise CommitStateUnknown("metadata files vanished while they were read")
+        return True
+
+    def _apply_files(self, fold: PartitionFold, paths: Sequence[str]) -> bool:
+        """Read and fold ``paths`` in; False (nothing folded) when one is gone from storage
+        (vacuumed after an upkeep folded it away)."""
+        try:
+            loaded = [
+                (path, self.table.read_file(path, dictionary=_DICTIONARY_COLUMNS)) for path in paths
+            ]
+        except FileNotFoundError:
+            return False
+        # Oldest first, so each file's versions are newer than what is folded.
+        loaded.sort(key=lambda item: _min_rev(item[1]))
+        for path, rows in loaded:
+            fold.apply(path, rows)
+        return True
 
     # -- the conditional commit ----------------------------------------------------------------
 
@@ -406,7 +485,10 @@ class MetadataStore:
         if full:
             with self._lock:
                 mine = self._folds.get(datasource)
-                if mine is not None and {f.path for f in files} <= mine.applied:
+                wanted = {f.path for f in files}
+                if mine is not None and wanted <= mine.applied | set(mine.deferred):
+                    self._catch_up(datasource, mine, EVERYTHING)
+                if mine is not None and wanted <= mine.applied:
                     return mine.without_old_tombstones(cutoff)
         fold = PartitionFold(FOLD_SCHEMA)
         loaded = [(f.path, table.read_file(f.path, dictionary=_DICTIONARY_COLUMNS)) for f in files]
@@ -465,7 +547,11 @@ class MetadataStore:
     def _present(self, datasource: str, changes: Mapping[str, Change]) -> set[str]:
         with self._lock:
             fold = self._folds.get(datasource)
-            return set() if fold is None else fold.present(changes)
+            if fold is None:
+                return set()
+            writes = rows_scope(change.row for change in changes.values())
+            self._catch_up(datasource, fold, writes)
+            return fold.present(changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,9 +596,6 @@ def _run_all(jobs: list[Any]) -> None:
             logger.warning("metadata upkeep failed", exc_info=True)
 
 
-_TIME_KIND_VALUES = pa.array(sorted(TIME_KINDS))
-
-
 _KEEP_EVERY_TOMBSTONE = -(2**62)
 # A partition's largest file (its last full fold) is folded again only when the versions
 # accumulated beside it reach this share of its rows: the upkeep's cost follows what changed,
@@ -533,44 +616,13 @@ def _min_rev(table: pa.Table) -> int:
     return int(pc.min(table["rev"]).as_py()) if table.num_rows else -1
 
 
-def _within(table: pa.Table, scope: Scope) -> pa.Table:
-    """The rows of ``table`` in ``scope``: time rows overlapping its ranges, keyed rows whose
-    key (``<kind>:<id>``) it names. Keys are built only for the rows that are not timed (a
-    few locks and leases next to 10^5 segment records)."""
-    if scope.everything or not table.num_rows:
-        return table
-    timed = pc.and_(
-        pc.is_in(table["kind"], value_set=_TIME_KIND_VALUES),
-        pc.is_valid(table["start_ms"]),
-    )
-    parts = []
-    if scope.ranges:
-        starts, ends = table["start_ms"], table["end_ms"]
-        overlap = None
-        for start, end in scope.ranges:
-            one = pc.and_(pc.less(starts, end), pc.greater(ends, start))
-            overlap = one if overlap is None else pc.or_(overlap, one)
-        parts.append(table.filter(pc.and_(timed, pc.fill_null(overlap, False))))
-    if scope.keys:
-        untimed = table.filter(pc.invert(timed))
-        if untimed.num_rows:
-            keys = pc.binary_join_element_wise(untimed["kind"], untimed["id"], ":")
-            parts.append(untimed.filter(pc.is_in(keys, value_set=pa.array(sorted(scope.keys)))))
-    if not parts:
-        return table.schema.empty_table()
-    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-
-
 def _with_leases(table: pa.Table, leases: pa.Table, scope: Scope) -> tuple[pa.Table, Scope]:
     """``table`` with each held row's ``expires_ms`` extended to its group's lease (from
     ``leases``, the partition's lease rows), and ``scope`` with those leases: a renewal
     changes what the reader relied on."""
     if not table.num_rows:
         return table, scope
-    held = pc.is_in(table["kind"], value_set=pa.array(sorted(LEASED_KINDS)))
-    if not pc.any(held).as_py():
-        return table, scope
-    groups = sorted({g for g in pc.filter(table["group_id"], held).to_pylist() if g})
+    groups = _held_groups(table)
     if not groups:
         return table, scope
     scope = scope | Scope.of(keys=(lease_key(g) for g in groups))
@@ -587,6 +639,19 @@ def _with_leases(table: pa.Table, leases: pa.Table, scope: Scope) -> tuple[pa.Ta
     ]
     index = table.schema.get_field_index("expires_ms")
     return table.set_column(index, "expires_ms", pa.array(resolved, pa.int64())), scope
+
+
+def _held_groups(table: pa.Table) -> list[str]:
+    """The task groups holding rows of ``table`` (locks, compaction reservations)."""
+    if not table.num_rows:
+        return []
+    held = pc.is_in(table["kind"], value_set=_LEASED_KIND_VALUES)
+    if not pc.any(held).as_py():
+        return []
+    return sorted({g for g in pc.filter(table["group_id"], held).to_pylist() if g})
+
+
+_LEASED_KIND_VALUES = pa.array(sorted(LEASED_KINDS))
 
 
 def _dictionary(table: pa.Table, like: pa.Schema) -> pa.Table:

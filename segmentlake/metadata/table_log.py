@@ -11,7 +11,9 @@ same whatever Delta build wrote the table (open source, Databricks) and with no 
 from __future__ import annotations
 
 import json
+import os
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,12 +110,42 @@ class TableLog:
             return []
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
+    def entry(self, version: int) -> list[dict[str, Any]] | None:
+        """The actions of log entry ``version``, or None when there is no such entry (yet).
+        Entries appear whole (put-if-absent of a complete file), so one that is there can
+        be read in full; any other storage error is raised."""
+        name = self.full(f"_delta_log/{version:020d}.json")
+        try:
+            with self.fs.open_input_stream(name) as stream:
+                text = stream.read().decode("utf-8")
+        except FileNotFoundError:
+            return None
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def put_entry_if_absent(self, version: int, text: str) -> bool:
+        """Write log entry ``version`` unless it exists (local file systems only): a complete
+        temporary file hard-linked to the entry's name, which fails when the name is taken,
+        as delta-rs and Delta's put-if-absent LogStores do. False when it was taken."""
+        if not self.local:
+            raise ValueError(f"{self.uri} is not on a local file system")
+        log_dir = f"{self._root}/_delta_log"
+        temporary = f"{log_dir}/.{version:020d}.{uuid.uuid4().hex}.json.tmp"
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.write(text)
+        try:
+            os.link(temporary, f"{log_dir}/{version:020d}.json")
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temporary)
+        return True
+
     def clean_log(self, *, older_than_ms: int) -> int:
         """Delete the log entries (commit JSONs, checkpoints) below the latest checkpoint
         last modified before ``older_than_ms`` (epoch ms); the number deleted. The latest
         checkpoint and everything after it stay, so the table still loads; a handle that was
         behind a deleted entry reloads (:meth:`MetadataTable.refresh`)."""
-        checkpoint = self._last_checkpoint()
+        checkpoint = self.last_checkpoint()
         if checkpoint is None:
             return 0
         log_dir = self.full("_delta_log")
@@ -131,7 +163,8 @@ class TableLog:
                 pass  # another process cleaned it first
         return deleted
 
-    def _last_checkpoint(self) -> int | None:
+    def last_checkpoint(self) -> int | None:
+        """The version of the latest checkpoint, None when there is none."""
         try:
             with self.fs.open_input_stream(self.full("_delta_log/_last_checkpoint")) as stream:
                 return int(json.loads(stream.read().decode("utf-8"))["version"])

@@ -1,0 +1,171 @@
+"""A store reads other processes' commits only when a read needs what they wrote.
+
+Each commit records its write scope; a reader of one time chunk defers the files of commits
+on other chunks, and reads them (or the upkeep's fold that replaced them) once a read, a
+presence check or a held row's lease needs them. These tests run two or three stores on one
+table (each its own log follower and row cache, as separate processes have) and check that
+nothing deferred is ever missed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from segmentlake.core.interval import Interval
+from segmentlake.errors import SpecError
+from segmentlake.lake import Lake
+from segmentlake.metadata.allocation import AllocateRequest
+from segmentlake.metadata.records import LEASE, LOCK, lease_key, metadata_row
+from segmentlake.metadata.scope import Scope
+from segmentlake.metadata.store import Change, MetadataStore, now_ms
+
+from .support import DAY, NEXT_DAY, day_after
+
+DS = "deferred"
+
+
+def lock(name: str, interval: Interval, *, group: str | None = None) -> dict[str, object]:
+    return metadata_row(
+        DS, LOCK, name, now_ms(), start_ms=interval.start_millis, end_ms=interval.end_millis,
+        group_id=group or name, revoked=False, expires_ms=now_ms() + 60_000,
+    )  # fmt: skip
+
+
+def upsert(store: MetadataStore, row: dict[str, object], *, scope: Scope) -> None:
+    state = store.read(DS, scope=scope)
+    store.commit(state, [Change("upsert", row)], commit_id=str(row["id"]), operation="t")
+
+
+class CountingReads:
+    """Counts the data files a store reads."""
+
+    def __init__(self, store: MetadataStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paths: list[str] = []
+        original = store.table.read_file
+
+        def counted(path: str, **kwargs: object) -> object:
+            self.paths.append(path)
+            return original(path, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store.table, "read_file", counted)
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> tuple[MetadataStore, MetadataStore]:
+    writer = MetadataStore(str(tmp_path / "wh"))
+    writer.create()
+    reader = MetadataStore(str(tmp_path / "wh"))
+    upsert(writer, lock("seed", day_after(100)), scope=Scope.of([day_after(100).key]))
+    reader.read(DS, scope=Scope.of([NEXT_DAY.key]))  # the reader has read the partition once
+    return writer, reader
+
+
+def test_commits_on_another_chunk_are_not_read_until_a_read_needs_them(
+    stores: tuple[MetadataStore, MetadataStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, reader = stores
+    reads = CountingReads(reader, monkeypatch)
+    for i in range(3):
+        upsert(writer, lock(f"a{i}", DAY), scope=Scope.of([DAY.key]))
+
+    other_chunk = reader.read(DS, scope=Scope.of([NEXT_DAY.key]))
+
+    assert other_chunk.rows == ()
+    assert reads.paths == []  # three commits on DAY, none read
+    same_chunk = reader.read(DS, scope=Scope.of([DAY.key]))
+    assert sorted(r["id"] for r in same_chunk.rows) == ["a0", "a1", "a2"]
+    assert len(reads.paths) == 3
+    # A read of everything (inspection) sees what the writer sees.
+    assert sorted(r["id"] for r in reader.rows(DS)) == sorted(r["id"] for r in writer.rows(DS))
+
+
+def test_an_upkeep_fold_of_deferred_files_is_owed_then_read_when_needed(
+    stores: tuple[MetadataStore, MetadataStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, reader = stores
+    for i in range(4):
+        upsert(writer, lock(f"b{i}", DAY), scope=Scope.of([DAY.key]))
+    reader.read(DS, scope=Scope.of([NEXT_DAY.key]))  # defers the four
+    writer.settle()
+    assert writer.upkeep(DS, min_files=2) is not None  # folds them away (and the seed)
+    reads = CountingReads(reader, monkeypatch)
+
+    reader.read(DS, scope=Scope.of([NEXT_DAY.key]))
+
+    assert reads.paths == []  # the fold is owed for DAY only
+    rows = reader.read(DS, scope=Scope.of([DAY.key])).rows
+    assert sorted(r["id"] for r in rows) == [f"b{i}" for i in range(4)]
+    assert len(reads.paths) == 1  # the fold, not the four files it replaced
+    assert sorted(r["id"] for r in reader.rows(DS)) == sorted(r["id"] for r in writer.rows(DS))
+
+
+def test_an_upkeep_fold_of_files_all_read_is_adopted_without_reading(
+    stores: tuple[MetadataStore, MetadataStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, reader = stores
+    for i in range(3):
+        upsert(writer, lock(f"c{i}", DAY), scope=Scope.of([DAY.key]))
+    reader.read(DS, scope=Scope.of([DAY.key]))  # reads the three
+    writer.settle()
+    assert writer.upkeep(DS, min_files=2) is not None
+    reads = CountingReads(reader, monkeypatch)
+
+    rows = reader.read(DS, scope=Scope.of([DAY.key])).rows
+
+    assert sorted(r["id"] for r in rows) == ["c0", "c1", "c2"]
+    assert reads.paths == []
+
+
+def test_a_deletion_on_a_deferred_chunk_is_seen(
+    stores: tuple[MetadataStore, MetadataStore],
+) -> None:
+    writer, reader = stores
+    row = lock("doomed", DAY)
+    upsert(writer, row, scope=Scope.of([DAY.key]))
+    assert [r["id"] for r in reader.read(DS, scope=Scope.of([DAY.key])).rows] == ["doomed"]
+    state = writer.read(DS, scope=Scope.of([DAY.key]))
+    writer.commit(state, [Change("delete", row)], commit_id="out", operation="t")
+    reader.read(DS, scope=Scope.of([NEXT_DAY.key]))  # defers the deletion
+    writer.settle()
+    writer.upkeep(DS, min_files=1)  # the deletion's own file is folded away
+
+    assert reader.read(DS, scope=Scope.of([DAY.key])).rows == ()
+
+
+def test_a_held_rows_lease_renewed_by_a_lease_only_commit_is_read(
+    stores: tuple[MetadataStore, MetadataStore],
+) -> None:
+    writer, reader = stores
+    upsert(writer, lock("held", DAY, group="g"), scope=Scope.of([DAY.key]))
+    lease = metadata_row(DS, LEASE, "g", now_ms(), expires_ms=now_ms() + 1_000)
+    upsert(writer, lease, scope=Scope.of(keys=[lease_key("g")]))
+    before = reader.read(DS, scope=Scope.of([DAY.key]))
+    (held,) = before.of(LOCK)
+    renewed = {**lease, "expires_ms": now_ms() + 3_600_000}
+    # The heartbeat writes the lease row alone: its scope is the lease's key, not DAY.
+    upsert(writer, renewed, scope=Scope.of(keys=[lease_key("g")]))
+
+    after = reader.read(DS, scope=Scope.of([DAY.key]))
+
+    (lock_after,) = after.of(LOCK)
+    assert lock_after["expires_ms"] == renewed["expires_ms"] > held["expires_ms"]
+    assert lease_key("g") in after.scope.keys
+
+
+def test_an_allocation_key_taken_on_another_chunk_is_found(tmp_path: Path) -> None:
+    first = Lake(None, str(tmp_path / "wh"))
+    second = Lake(None, str(tmp_path / "wh"))  # its own store: as another process
+    first.allocate(DS, [AllocateRequest(day_after(50), "warm")], group_id="w")
+    second.allocate(DS, [AllocateRequest(day_after(60), "warm2")], group_id="w2")
+    first.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
+
+    # The same (sequence, previous id) in another interval: as in Druid, refused.
+    with pytest.raises(SpecError, match="already allocated"):
+        second.allocate(DS, [AllocateRequest(NEXT_DAY, "seq")], group_id="g2")
+    # And in its own interval it is the same id, not a second one.
+    (again,) = second.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
+    pending = second.metadata.rows(DS, pc.field("id") == "seq|")
+    assert [r["payload"] for r in pending] == [str(again.segment_id)]
