@@ -46,7 +46,10 @@ class _KindFold:
 
     def __init__(self, schema: pa.Schema) -> None:
         self._rows = schema.empty_table()
-        self._keys = pa.array([], pa.string())
+        self._keys = pa.chunked_array([], pa.string())
+        # The keys as a Python set, built on first use: most files bring only new keys
+        # (allocations, new segments), which a set tells in O(new) instead of O(rows).
+        self._keyset: set[str] | None = None
         self._live: pa.Table | None = None
         self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -87,7 +90,7 @@ class _KindFold:
             named = pc.is_in(live["id"], value_set=pa.array(sorted(ids), pa.string()))
             mask |= loose & pc.fill_null(named, False).to_numpy(zero_copy_only=False)
         picked = np.flatnonzero(mask)
-        return live.take(picked) if len(picked) else live.schema.empty_table()
+        return _take(live, picked) if len(picked) else live.schema.empty_table()
 
     def _span_index(self, live: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._spans is None:
@@ -100,15 +103,18 @@ class _KindFold:
             )
         return self._spans
 
+    def _none_known(self, wanted: pa.Array) -> bool:
+        return self._keyset is not None and self._keyset.isdisjoint(wanted.to_pylist())
+
     def revs(self, wanted: pa.Array) -> dict[str, int]:
-        if not self._rows.num_rows:
+        if not self._rows.num_rows or self._none_known(wanted):
             return {}
         mask = pc.is_in(self._keys, value_set=wanted)
         found = pc.filter(self._keys, mask).to_pylist()
         return dict(zip(found, pc.filter(self._rows["rev"], mask).to_pylist(), strict=True))
 
     def present(self, wanted: pa.Array) -> set[str]:
-        if not self._rows.num_rows:
+        if not self._rows.num_rows or self._none_known(wanted):
             return set()
         mask = pc.and_(
             pc.is_in(self._keys, value_set=wanted),
@@ -118,13 +124,19 @@ class _KindFold:
 
     def apply(self, table: pa.Table, keys: pa.Array) -> None:
         """Fold versions in (each key once in ``table``): per key, the higher rev wins."""
+        incoming = keys.to_pylist()
         if not self._rows.num_rows:
-            self._set(table, keys)
+            self._set(table, pa.chunked_array([keys]))
+            self._keyset = set(incoming)
+            return
+        if self._keyset is None:
+            self._keyset = set(self._keys.to_pylist())
+        if self._keyset.isdisjoint(incoming):  # new keys only (allocations, new segments)
+            rows = pa.concat_tables([self._rows, table])
+            self._set(rows, pa.chunked_array([*self._keys.chunks, keys]))
+            self._keyset.update(incoming)
             return
         mask = pc.is_in(self._keys, value_set=keys)
-        if not pc.any(mask).as_py():  # new keys only (allocations, new segments)
-            self._set(pa.concat_tables([self._rows, table]), pa.concat_arrays([self._keys, keys]))
-            return
         known = dict(
             zip(
                 pc.filter(self._keys, mask).to_pylist(),
@@ -133,15 +145,15 @@ class _KindFold:
             )
         )
         revs = table["rev"].to_pylist()
-        newer = pa.array(
-            [known.get(k, -1) < r for k, r in zip(keys.to_pylist(), revs, strict=True)]
-        )
+        newer = pa.array([known.get(k, -1) < r for k, r in zip(incoming, revs, strict=True)])
         table, keys = table.filter(newer), pc.filter(keys, newer)
         keep = pc.invert(pc.is_in(self._keys, value_set=keys))
+        kept = pc.filter(self._keys, keep)
         self._set(
             pa.concat_tables([self._rows.filter(keep), table]),
-            pa.concat_arrays([pc.filter(self._keys, keep), keys]),
+            pa.chunked_array([*kept.chunks, keys], pa.string()),
         )
+        self._keyset.update(keys.to_pylist())
 
     def drop_tombstones(self, cutoff_ms: int) -> pa.Table:
         """The rows without deletions older than ``cutoff_ms`` (by ``updated_ms``)."""
@@ -152,14 +164,33 @@ class _KindFold:
         if len(old) and pc.any(old).as_py():
             keep = pc.invert(old)
             self._set(self._rows.filter(keep), pc.filter(self._keys, keep))
+            self._keyset = None
 
-    def _set(self, rows: pa.Table, keys: pa.Array) -> None:
+    def _set(self, rows: pa.Table, keys: pa.ChunkedArray) -> None:
         self._live = None
         self._spans = None
         chunks = rows.column(0).num_chunks if rows.num_columns else 0
         if chunks > _MAX_CHUNKS or (chunks > 1 and rows.num_rows <= _SMALL_KIND_ROWS):
             rows = rows.combine_chunks()
+        if keys.num_chunks > _MAX_CHUNKS:
+            keys = pa.chunked_array([keys.combine_chunks()], pa.string())
         self._rows, self._keys = rows, keys
+
+
+def _take(table: pa.Table, indices: np.ndarray) -> pa.Table:
+    """``table``'s rows at the sorted ``indices``, taken chunk by chunk: Arrow's take on a
+    column of many chunks concatenates them first, which costs the whole table (10^5 segment
+    records) for a handful of rows."""
+    batches = table.to_batches()
+    if len(batches) <= 1:
+        return table.take(indices)
+    bounds = np.cumsum([0] + [b.num_rows for b in batches])
+    parts = []
+    for i, batch in enumerate(batches):
+        lo, hi = np.searchsorted(indices, [bounds[i], bounds[i + 1]])
+        if hi > lo:
+            parts.append(batch.take(pa.array(indices[lo:hi] - bounds[i])))
+    return pa.Table.from_batches(parts, schema=table.schema)
 
 
 def _old_tombstones(rows: pa.Table, cutoff_ms: int) -> pa.Array:
@@ -210,9 +241,12 @@ class PartitionFold:
         ranges: Sequence[tuple[int, int]],
         keys: Iterable[str],
         timed_kinds: frozenset[str],
+        *,
+        kinds: Sequence[str] | None = None,
     ) -> pa.Table:
-        """The live rows in a scope: rows of ``timed_kinds`` with a time range overlapping
-        ``ranges``, and other rows whose ``<kind>:<id>`` is among ``keys``."""
+        """The live rows (of ``kinds``, when given) in a scope: rows of ``timed_kinds`` with a
+        time range overlapping ``ranges``, and other rows whose ``<kind>:<id>`` is among
+        ``keys``."""
         ids: dict[str, set[str]] = {}
         for key in keys:
             kind, _, row_id = key.partition(":")
@@ -220,6 +254,7 @@ class PartitionFold:
         tables = [
             fold.within(ranges, frozenset(ids.get(kind, ())), timed=kind in timed_kinds)
             for kind, fold in sorted(self._kinds.items())
+            if kinds is None or kind in kinds
         ]
         tables = [t for t in tables if t.num_rows]
         if not tables:

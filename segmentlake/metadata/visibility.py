@@ -35,10 +35,11 @@ def _used(store: MetadataStore, datasource: str, ranges: Iterable[tuple[int, int
     for start, end in ranges:
         out += store.rows(
             datasource,
-            pc.field("used") & (pc.field("start_ms") < end) & (pc.field("end_ms") > start),
+            pc.field("used"),
             kinds=[SEGMENT],
             columns=("start_ms", "end_ms"),
             fresh=False,
+            scope=Scope.of([(start, end)]),
         )
     return out
 
