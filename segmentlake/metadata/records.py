@@ -419,7 +419,8 @@ def lock_row(lock: TaskLock, *, now_ms: int) -> Row:
 
 
 def lock_from_row(row: Row) -> TaskLock:
-    return TaskLock(
+    """The lock of a lock record (checked when it was granted, so not checked again)."""
+    return TaskLock.trusted(
         lock_id=row["id"],
         group_id=row["group_id"],
         task_id=row["task_id"],

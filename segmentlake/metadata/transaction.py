@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from segmentlake.errors import CommitConflict, CommitStateUnknown, SegmentLakeError
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.store import (
+    ANNOUNCE_AFTER_LOSSES,
     Change,
     Conflict,
     MetadataStore,
@@ -129,7 +130,11 @@ def transact(
     commit_id = f"{operation}:{uuid.uuid4()}"
     losses = 0
     current = scope() if callable(scope) else scope
+    pause = store.courtesy(datasource, current, _typical_s.get(operation, 0.02))
+    if pause:
+        time.sleep(pause)
     for attempt in range(policy.max_attempts):
+        attempt_started = time.monotonic()
         state = store.read(datasource, condition, scope=current)
         try:
             decision = decide(state)
@@ -146,6 +151,8 @@ def transact(
             )
         except Conflict as e:
             losses += 1
+            if losses == ANNOUNCE_AFTER_LOSSES:
+                store.announce_waiting(datasource, current, commit_id)
             logger.info("%s on %s: %s; deciding again", operation, datasource, e)
             if time.monotonic() - started > policy.timeout_s:
                 break
@@ -157,6 +164,8 @@ def transact(
             if not _landed_despite(store, commit_id, operation, datasource, state, e):
                 raise
             version = None
+        elapsed = time.monotonic() - attempt_started
+        _typical_s[operation] = 0.8 * _typical_s.get(operation, elapsed) + 0.2 * elapsed
         logger.debug("%s on %s committed (version %s)", operation, datasource, version)
         _record(operation, committed=version is not None, losses=losses)
         return decision.result
@@ -165,6 +174,11 @@ def transact(
         f"{time.monotonic() - started:.1f}s: too many concurrent changes of what it reads; "
         "retry later"
     )
+
+
+# How long one decide-and-commit of each operation takes in this process (a moving average):
+# the scale of the courtesy pause.
+_typical_s: dict[str, float] = {}
 
 
 def _landed_despite(
