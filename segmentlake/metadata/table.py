@@ -273,9 +273,12 @@ class MetadataTable:
     def read_file(self, path: str, *, dictionary: Sequence[str] = ()) -> pa.Table:
         """A data file's rows with the file schema's columns and types (``dictionary``:
         columns kept dictionary-encoded in memory, for long repeated strings)."""
-        table = pq.read_table(
-            self.log.full(path), filesystem=self._fs, read_dictionary=list(dictionary) or None
-        )
+        # One file of a few rows: ParquetFile on this thread (read_table's dataset machinery
+        # and thread pool cost three times the read itself).
+        with self._fs.open_input_file(self.log.full(path)) as handle:
+            table = pq.ParquetFile(handle, read_dictionary=list(dictionary) or None).read(
+                use_threads=False
+            )
         return _conform(table, self.file_schema, dictionary)
 
     def records(self, after: int, upto: int) -> list[tuple[int, dict[str, Any] | None]]:
