@@ -19,7 +19,9 @@ Run from the repository root (warehouses under /tmp are created and removed):
   same run; ratio = segmentlake / plain.
 * **scale**: for 10^3, 10^4, 10^5 and 10^6 segments in a fresh warehouse: allocate them in one
   commit, publish them in one commit, then load the timeline cold in a new process (the call
-  itself and the process from start to answer) and that process's memory per segment.
+  itself and the process from start to answer) and that process's memory per segment; then,
+  in that process, a one-day lookup and a lookup of all time (which builds every segment it
+  returns: the timeline is loaded lazily) and the memory per segment after it.
 * **contention**: ``--writers`` (8) processes allocating ids on distinct chunks of one
   datasource, then 4 on one chunk, for ``--seconds`` each; every allocated id is checked
   (no duplicate, no gap per chunk, as many as the writers reported); commits/s, decisions
@@ -247,6 +249,7 @@ def rss_kb():  # current resident size (not the peak: the import's peak would hi
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 t0 = time.perf_counter()
 from segmentlake.lake import Lake
+from segmentlake.core.interval import ETERNITY, Interval
 lake = Lake(None, sys.argv[1])
 t1 = time.perf_counter()
 gc.collect()
@@ -255,8 +258,21 @@ timeline = lake.timeline(sys.argv[2])
 t2 = time.perf_counter()
 gc.collect()
 rss1 = rss_kb()
-print(json.dumps({"import_open_s": t1 - t0, "timeline_s": t2 - t1, "segments": len(timeline),
-                  "rss_kb_before": rss0, "rss_kb_after": rss1}))
+out = {"import_open_s": t1 - t0, "timeline_s": t2 - t1, "segments": len(timeline),
+       "rss_kb_before": rss0, "rss_kb_after": rss1}
+if sys.argv[3:] == ["lookups"]:
+    # A day, then all time: the timeline is loaded lazily, so the lookups pay for building
+    # what they return (a day: 24 HOUR chunks; all time: every segment).
+    t3 = time.perf_counter()
+    day = timeline.lookup(Interval.parse("2020-01-02/P1D"))
+    t4 = time.perf_counter()
+    full = timeline.lookup(ETERNITY)
+    t5 = time.perf_counter()
+    gc.collect()
+    out |= {"day_lookup_s": t4 - t3, "day_pieces": len(day), "full_lookup_s": t5 - t4,
+            "full_pieces": len(full), "full_segments": sum(len(h.segments) for h in full),
+            "rss_kb_full": rss_kb()}
+print(json.dumps(out))
 """
 
 
@@ -272,7 +288,7 @@ def scale(sizes: list[int]) -> list[dict[str, Any]]:
             lake.metadata.upkeep("scale_hours", min_files=1)
             started = time.perf_counter()
             child = subprocess.run(
-                [sys.executable, "-c", _COLD, lake.warehouse, "scale_hours"],
+                [sys.executable, "-c", _COLD, lake.warehouse, "scale_hours", "lookups"],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -288,6 +304,12 @@ def scale(sizes: list[int]) -> list[dict[str, Any]]:
                 "cold_timeline_call_s": round(cold["timeline_s"], 2),
                 "cold_process_total_s": round(process_s, 2),
                 "bytes_per_segment": round(grown / count, 1),
+                "day_lookup_s": round(cold["day_lookup_s"], 3),
+                "full_lookup_s": round(cold["full_lookup_s"], 2),
+                "full_lookup_segments": cold["full_segments"],
+                "bytes_per_segment_after_full_lookup": round(
+                    max(0, cold["rss_kb_full"] - cold["rss_kb_before"]) * 1024 / count, 1
+                ),
             }
             print(json.dumps(row), flush=True)
             out.append(row)
@@ -299,15 +321,16 @@ def scale(sizes: list[int]) -> list[dict[str, Any]]:
 # -- contention -----------------------------------------------------------------------------
 
 
-def _writer(args: tuple[str, str, int, float, float, bool]) -> dict[str, Any]:
-    warehouse, mode, worker, start_at, seconds, plain = args
+def _writer(args: tuple[str, str, int, Any, float, bool]) -> dict[str, Any]:
+    warehouse, mode, worker, ready, seconds, plain = args
     chunk = day(0) if mode == "same" else day(worker)
     if plain:
-        return _plain_writer(warehouse, chunk, worker, start_at, seconds)
+        return _plain_writer(warehouse, chunk, worker, ready, seconds)
     lake = Lake(None, warehouse)
     lake.metadata.rows("bench")  # warm: the process's first read of the partition
-    while time.time() < start_at:
-        time.sleep(0.001)
+    ready.wait()  # every writer is up: they start together
+    start_at = time.time()
+    cpu_at = time.process_time()  # every thread of the process: upkeep included
     ops, waits, redone = [], [], 0
     deadline = start_at + seconds
     n = 0
@@ -323,12 +346,12 @@ def _writer(args: tuple[str, str, int, float, float, bool]) -> dict[str, Any]:
         n += 1
     return {
         "worker": worker, "ids": ops, "waits": waits, "redone": redone,
-        "rebases": lake.metadata.rebases,
+        "rebases": lake.metadata.rebases, "cpu_s": time.process_time() - cpu_at,
     }  # fmt: skip
 
 
 def _plain_writer(
-    warehouse: str, chunk: Interval, worker: int, start_at: float, seconds: float
+    warehouse: str, chunk: Interval, worker: int, ready: Any, seconds: float
 ) -> dict[str, Any]:
     """The plain way: next id = max(id in chunk) + 1, inserted by a MERGE conditioned on the
     id being absent; a conflict (or an id taken) retries after reading again."""
@@ -337,8 +360,8 @@ def _plain_writer(
 
     table = DeltaTable(f"{warehouse}/plain")
     key = str(chunk.start_millis)
-    while time.time() < start_at:
-        time.sleep(0.001)
+    ready.wait()
+    start_at = time.time()
     ids, waits, redone = [], [], 0
     while time.time() < start_at + seconds:
         started = time.time()
@@ -387,9 +410,10 @@ def contention(writers: int, seconds: float, *, plain: bool) -> dict[str, Any]:
                     [("chunk", pa.string()), ("n", pa.int64()), ("worker", pa.int64())]
                 )
                 write_deltalake(f"{warehouse}/plain", schema.empty_table(), partition_by=["chunk"])
-            start_at = time.time() + 8
-            jobs = [(warehouse, mode, w, start_at, seconds, plain) for w in range(count)]
-            with mp.get_context("spawn").Pool(count) as pool:
+            context = mp.get_context("spawn")
+            with context.Manager() as manager, context.Pool(count) as pool:
+                ready = manager.Barrier(count)  # released once every writer has warmed up
+                jobs = [(warehouse, mode, w, ready, seconds, plain) for w in range(count)]
                 results = pool.map(_writer, jobs)
             ids = [i for r in results for i in r["ids"]]
             waits = [w for r in results for w in r["waits"]]
@@ -406,6 +430,10 @@ def contention(writers: int, seconds: float, *, plain: bool) -> dict[str, Any]:
                 "longest_wait_s": round(max(waits), 3) if waits else None,
                 "p50_wait_ms": round(statistics.median(waits) * 1000, 1) if waits else None,
             }
+            if not plain and ids:
+                # CPU of every writer process per commit: what the machine's cores bound.
+                cpu = sum(r["cpu_s"] for r in results)
+                out[mode]["cpu_ms_per_commit"] = round(cpu * 1000 / len(ids), 1)
             if not plain:
                 stored = lake.metadata.rows(
                     "bench", pc.field("kind") == PENDING, columns=["payload"]

@@ -67,7 +67,12 @@ from segmentlake.metadata.records import (
     PendingSegment,
 )
 from segmentlake.metadata.rule_records import RuleAudit, rule_history, rules_of, set_rules
-from segmentlake.metadata.segments import set_used, used_segment_rows, used_segments
+from segmentlake.metadata.segments import (
+    set_used,
+    used_segment_rows,
+    used_segments,
+    used_timeline,
+)
 from segmentlake.metadata.store import MetadataStore
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import task_reports
@@ -221,8 +226,8 @@ class Lake:
 
     def timeline(self, datasource: str) -> VersionedIntervalTimeline:
         """The visible timeline of ``datasource``, built from its used segments."""
-        datasource = self._require_datasource(datasource)
-        return VersionedIntervalTimeline(self._used_segments(datasource))  # order is irrelevant
+        # Lazily loaded: segments are built for the chunks a caller touches, not all 10^6.
+        return used_timeline(self.metadata, self._require_datasource(datasource))
 
     def _used_segments(
         self, datasource: str, interval: Interval | str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -186,22 +186,37 @@ class DataSegment:
         record), built without checking and copying them again: a timeline of 10^6 segments
         is built in a third of the time. ``load_spec`` must be a dict no one else holds."""
         segment = object.__new__(cls)
-        values = (
-            datasource,
-            interval,
-            version,
-            shard_spec,
-            MappingProxyType(load_spec),
-            dimensions,
-            metrics,
-            size,
-            num_rows,
+        # The slots' own setters: a frozen dataclass refuses setattr, and object.__setattr__
+        # by name costs three times as much (10^5 segments are built per inspection).
+        (
+            set_datasource,
+            set_interval,
+            set_version,
+            set_shard_spec,
+            set_load_spec,
+            set_dimensions,
+            set_metrics,
+            set_size,
+            set_num_rows,
+            set_state,
+            set_binary_version,
+            set_schema,
+        ) = _SLOT_SETTERS
+        set_datasource(segment, datasource)
+        set_interval(segment, interval)
+        set_version(segment, version)
+        set_shard_spec(segment, shard_spec)
+        set_load_spec(segment, MappingProxyType(load_spec))
+        set_dimensions(segment, dimensions)
+        set_metrics(segment, metrics)
+        set_size(segment, size)
+        set_num_rows(segment, num_rows)
+        set_state(
+            segment,
             None if last_compaction_state is None else MappingProxyType(last_compaction_state),
-            binary_version,
-            schema,
         )
-        for name, value in zip(_FIELD_NAMES, values, strict=True):
-            object.__setattr__(segment, name, value)
+        set_binary_version(segment, binary_version)
+        set_schema(segment, schema)
         return segment
 
     @property
@@ -320,6 +335,11 @@ class DataSegment:
         except KeyError as e:
             raise SpecError(f"segment descriptor lacks field {e.args[0]!r}: {obj!r}") from e
 
+
+# The slot descriptors' setters of DataSegment's fields, in _FIELD_NAMES order (trusted()).
+_SLOT_SETTERS: tuple[Callable[[DataSegment, Any], None], ...] = tuple(
+    getattr(DataSegment, name).__set__ for name in _FIELD_NAMES
+)
 
 _SCALARS = (str, int, float, bool, type(None))
 

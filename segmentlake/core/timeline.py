@@ -14,17 +14,29 @@ The structure is built for Druid-sized timelines (10^6 segments): adding and rem
 one chunk and mark it dirty; a chunk's visible set is recomputed on the next lookup that needs
 it. Lookups find candidate chunks by bisecting sorted start times kept per distinct chunk
 length, then sweep the candidates in time order with a heap of versions.
+
+A timeline loaded :meth:`~VersionedIntervalTimeline.from_records` starts with no chunk built:
+a :class:`~segmentlake.core.timeline_records.RecordIndex` over the records hands each chunk
+over, with its segments, the first time a lookup, a change or an iteration touches it. Every
+method behaves as if all segments had been added up front.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import NumberedShardSpec
+from segmentlake.core.timeline_records import LoadedChunk, RecordIndex, SegmentRecords
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -50,6 +62,43 @@ class TimelineObjectHolder:
     version: str
     segments: tuple[DataSegment, ...]
     chunk_interval: Interval
+
+
+# TimelineObjectHolder's slot setters: a lookup of all time may return 10^6 holders, and a
+# frozen dataclass's __init__ (object.__setattr__ by name) costs three times as much.
+_HOLDER_SETTERS = tuple(
+    getattr(TimelineObjectHolder, name).__set__
+    for name in ("interval", "version", "segments", "chunk_interval")
+)
+
+
+def _holder(
+    interval: Interval, version: str, segments: tuple[DataSegment, ...], chunk_interval: Interval
+) -> TimelineObjectHolder:
+    """A holder from values the timeline already holds (nothing to check)."""
+    holder = object.__new__(TimelineObjectHolder)
+    set_interval, set_version, set_segments, set_chunk_interval = _HOLDER_SETTERS
+    set_interval(holder, interval)
+    set_version(holder, version)
+    set_segments(holder, segments)
+    set_chunk_interval(holder, chunk_interval)
+    return holder
+
+
+def _piece_holder(start: int, end: int, chunk: _Chunk) -> TimelineObjectHolder | None:
+    """The holder of a piece ``[start, end)`` that ``chunk`` serves; None for a tombstone."""
+    data = chunk.data()
+    if not data:
+        return None
+    # A chunk's segments carry its interval: reuse it (building an Interval costs two
+    # datetimes, and a lookup of all time may return 10^6 pieces).
+    chunk_interval = data[0].interval
+    piece = (
+        chunk_interval
+        if (start, end) == (chunk.start, chunk.end)
+        else Interval.of_millis(start, end)
+    )
+    return _holder(piece, chunk.version, data, chunk_interval)
 
 
 class _Chunk:
@@ -110,6 +159,8 @@ class _Chunk:
         return self.is_complete() and not self._data
 
     def _refresh(self) -> None:
+        if self._refresh_first_generation() or (len(self.segments) == 1 and self._refresh_single()):
+            return
         visible_keys, cover = _visible_groups(self.segments.values())
         visible = tuple(
             seg for _, seg in sorted(self.segments.items()) if _root_key(seg) in visible_keys
@@ -119,6 +170,39 @@ class _Chunk:
         self._whole = None
         self._data = tuple(s for s in visible if not s.shard_spec.is_tombstone)
         self._complete = _covers(cover, 0, core)
+
+    def _refresh_first_generation(self) -> bool:
+        """:meth:`_refresh` for a chunk of only first-generation numbered segments (the common
+        case: appends and overwrites not yet compacted). Each is its own complete AUG with
+        root range [p, p+1) and minor 0, so all are visible and the chunk is complete when
+        partitions 0..core-1 are all there. False (nothing done) for any other chunk."""
+        core = 0
+        for segment in self.segments.values():
+            spec = segment.shard_spec
+            if type(spec) is not NumberedShardSpec:  # exactly: a subclass may differ
+                return False
+            if spec.num_core_partitions > core:
+                core = spec.num_core_partitions
+        partitions = self.segments
+        self._visible = self._data = tuple(partitions[p] for p in sorted(partitions))
+        self._whole = None
+        self._complete = all(p in partitions for p in range(core))
+        return True
+
+    def _refresh_single(self) -> bool:
+        """:meth:`_refresh` for a chunk of one segment whose AUG is complete (one segment per
+        chunk is common: 10^6 HOUR chunks): it is visible, nothing to weigh it against.
+        False (nothing done) for any other single segment."""
+        (segment,) = self.segments.values()
+        spec = segment.shard_spec
+        if spec.atomic_update_group_size > 1:
+            return False
+        self._visible = (segment,)
+        self._whole = None
+        self._data = () if spec.is_tombstone else self._visible
+        cover = _merge_ranges([_root_key(segment)])
+        self._complete = _covers(cover, 0, spec.num_core_partitions)
+        return True
 
 
 def _root_key(segment: DataSegment) -> _RootKey:
@@ -250,7 +334,65 @@ class VersionedIntervalTimeline:
         self._by_length: dict[int, _StartIndex] = {}
         self._datasource: str | None = None
         self._size = 0
+        self._lazy: RecordIndex | None = None  # chunks of records not built yet
         self.add_all(segments)
+
+    @classmethod
+    def from_records(cls, records: SegmentRecords) -> VersionedIntervalTimeline:
+        """The timeline of ``records``, built lazily: a chunk's segments are made (by the
+        records' source) the first time something touches the chunk, so loading 10^6
+        segments to look at a day costs an index of arrays, not 10^6 objects."""
+        timeline = cls()
+        if len(records):
+            timeline._datasource = records.datasource
+            timeline._lazy = RecordIndex(records)
+        return timeline
+
+    # -- lazy loading ------------------------------------------------------------------------
+
+    def _load_overlapping(self, start: int, end: int) -> None:
+        """Build the record chunks overlapping ``[start, end)`` (a lookup's candidates)."""
+        if self._lazy is not None:
+            self._take(self._lazy, self._lazy.overlapping(start, end))
+
+    def _load_chunk(self, segment: DataSegment) -> None:
+        """Build the record chunk ``segment`` would join (before it is added or removed)."""
+        if self._lazy is not None:
+            start, end = segment.interval.key
+            self._take(self._lazy, self._lazy.find(start, end, segment.version))
+
+    def _load_all(self) -> None:
+        """Build every record chunk (iteration and whole-timeline questions need them)."""
+        if self._lazy is not None:
+            lazy, self._lazy = self._lazy, None
+            self._take(lazy, lazy.pending())
+
+    def _take(self, lazy: RecordIndex, chunks: npt.NDArray[np.int64]) -> None:
+        """Build ``chunks`` of the record index and put them into the timeline's structures.
+        No datasource check: the index holds records of the timeline's own datasource."""
+        if len(chunks):
+            with _no_collection():
+                self._absorb_chunks(lazy.take(chunks))
+
+    def _absorb_chunks(self, loaded: list[LoadedChunk]) -> None:
+        for item in loaded:
+            key = (item.start, item.end)
+            versions = self._chunks.get(key)
+            if versions is None:
+                versions = self._chunks[key] = {}
+                self._index_for(key).add(item.start)
+            chunk = versions.get(item.version)
+            if chunk is None:
+                chunk = versions[item.version] = _Chunk(item.start, item.end, item.version)
+            partitions = chunk.segments
+            before = len(partitions)
+            if len(item.segments) == 1:  # the common case at 10^6 chunks: no generator
+                only = item.segments[0]
+                partitions[only.shard_spec.partition_num] = only
+            else:
+                partitions.update({s.shard_spec.partition_num: s for s in item.segments})
+            self._size += len(partitions) - before
+            chunk._visible = None
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -258,6 +400,7 @@ class VersionedIntervalTimeline:
         """Add (or replace, same id) a segment; visibility is recomputed lazily."""
         if self._datasource != segment.datasource:
             self._check_datasource(segment)
+        self._load_chunk(segment)
         key = segment.interval.key
         versions = self._chunks.get(key)
         if versions is None:
@@ -280,6 +423,8 @@ class VersionedIntervalTimeline:
         for segment in segments:
             if self._datasource != segment.datasource:
                 self._check_datasource(segment)
+            if self._lazy is not None:
+                self._load_chunk(segment)
             interval = segment.interval
             key = (interval.start_millis, interval.end_millis)
             versions = chunks.get(key)
@@ -299,6 +444,7 @@ class VersionedIntervalTimeline:
 
     def remove(self, segment: DataSegment) -> DataSegment | None:
         """Remove a segment (by id); return it, or None when the timeline does not hold it."""
+        self._load_chunk(segment)
         key = segment.interval.key
         versions = self._chunks.get(key)
         chunk = versions.get(segment.version) if versions else None
@@ -337,10 +483,11 @@ class VersionedIntervalTimeline:
 
     def __len__(self) -> int:
         """Number of segments held (visible or not)."""
-        return self._size
+        return self._size + (self._lazy.remaining if self._lazy is not None else 0)
 
     def __iter__(self) -> Iterator[DataSegment]:
         """Every segment held, ordered by interval, version and partition number."""
+        self._load_all()
         for key in sorted(self._chunks):
             versions = self._chunks[key]
             for version in sorted(versions):
@@ -348,18 +495,9 @@ class VersionedIntervalTimeline:
 
     def lookup(self, interval: Interval) -> list[TimelineObjectHolder]:
         """The visible pieces overlapping ``interval``, in time order, clipped to it."""
-        holders = []
-        for start, end, chunk in self._pieces(interval.start_millis, interval.end_millis):
-            data = chunk.data()
-            if data:
-                piece = Interval.of_millis(start, end)
-                chunk_interval = (
-                    piece
-                    if (start, end) == (chunk.start, chunk.end)
-                    else Interval.of_millis(chunk.start, chunk.end)
-                )
-                holders.append(TimelineObjectHolder(piece, chunk.version, data, chunk_interval))
-        return holders
+        with _no_collection():  # a lookup of all time may build 10^6 chunks' visible sets
+            pieces = self._pieces(interval.start_millis, interval.end_millis)
+            return [holder for piece in pieces if (holder := _piece_holder(*piece)) is not None]
 
     def visible_segments(self, interval: Interval = ETERNITY) -> list[DataSegment]:
         """Each visible (non-tombstone) segment overlapping ``interval`` once, in time order."""
@@ -383,6 +521,7 @@ class VersionedIntervalTimeline:
     def find_fully_overshadowed(self) -> list[DataSegment]:
         """Every held segment that :meth:`is_overshadowed` (what cleanup marks unused), in
         the order of :meth:`__iter__`."""
+        self._load_all()
         pieces = self._pieces(ETERNITY.start_millis, ETERNITY.end_millis)
         piece_starts = [p[0] for p in pieces]
         found = []
@@ -440,6 +579,7 @@ class VersionedIntervalTimeline:
 
     def _candidates(self, start: int, end: int) -> list[_Chunk]:
         """Complete chunks overlapping ``[start, end)``."""
+        self._load_overlapping(start, end)
         found = []
         for length, index in self._by_length.items():
             starts = index.sorted()
@@ -461,8 +601,10 @@ class VersionedIntervalTimeline:
         if len(chunks) == 1:
             only = chunks[0]
             return [(max(start, only.start), min(end, only.end), only)]
-        rank = {v: i for i, v in enumerate(sorted({c.version for c in chunks}))}
         chunks.sort(key=lambda c: c.start)
+        if _disjoint(chunks):  # nothing to weigh (e.g. one HOUR chunk each): no sweep
+            return [(max(start, c.start), min(end, c.end), c) for c in chunks]
+        rank = {v: i for i, v in enumerate(sorted({c.version for c in chunks}))}
         bounds = sorted(
             {start, end}
             | {c.start for c in chunks if c.start > start}
@@ -488,3 +630,27 @@ class VersionedIntervalTimeline:
             else:
                 pieces.append((lo, hi, winner))
         return pieces
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused: building 10^6 chunks or holders makes objects and
+    no garbage, and the collector would only rescan them, again and again as they grow."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _disjoint(chunks: list[_Chunk]) -> bool:
+    """True when chunks sorted by start are non-empty and overlap none of the others: each
+    then serves its whole interval alone (what the sweep would find, one piece each)."""
+    previous_end = None
+    for chunk in chunks:
+        if chunk.start >= chunk.end or (previous_end is not None and chunk.start < previous_end):
+            return False
+        previous_end = chunk.end
+    return True

@@ -12,8 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockType, TaskLock
@@ -26,6 +29,7 @@ from segmentlake.core.shard_spec import (
     TombstoneShardSpec,
     shard_spec_from_json,
 )
+from segmentlake.core.timeline_records import SegmentRecords
 from segmentlake.errors import SpecError
 from segmentlake.metadata.scope import Scope
 
@@ -38,6 +42,7 @@ __all__ = [
     "TIME_KINDS",
     "PendingSegment",
     "Row",
+    "TableSource",
     "lease_key",
     "lease_row",
     "lock_from_row",
@@ -47,6 +52,7 @@ __all__ = [
     "pending_row",
     "rows_scope",
     "segment_from_row",
+    "segment_records",
     "segment_row",
     "segments_from_rows",
     "segments_from_table",
@@ -239,46 +245,99 @@ def segments_from_table(datasource: str, table: pa.Table) -> list[DataSegment]:
     """Segments from their records as Arrow (:data:`SEGMENT_COLUMNS`): what loading a
     timeline of 10^6 segments does, so it goes column by column with no Python dict per row,
     and each distinct interval, shard spec and shared descriptor is built once."""
+    return _segments_of_table(datasource, table, _SegmentBuilder())
+
+
+def segment_records(datasource: str, table: pa.Table) -> SegmentRecords:
+    """The records of ``table`` (:data:`SEGMENT_COLUMNS`) as the columns a lazily loaded
+    timeline indexes (:meth:`VersionedIntervalTimeline.from_records`); each segment is built
+    from its row only when the timeline touches its chunk."""
+    versions = pc.unique(table.column("version")).to_pylist()
+    codes = pc.index_in(table.column("version"), value_set=pa.array(versions, pa.string()))
+    return SegmentRecords(
+        datasource=datasource,
+        start=_int64s(table.column("start_ms")),
+        end=_int64s(table.column("end_ms")),
+        version=_int64s(codes),
+        versions=tuple(versions),
+        partition=_int64s(table.column("partition_num")),
+        source=TableSource(datasource, table),
+    )
+
+
+def _int64s(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
+    return np.asarray(column.to_numpy(), dtype=np.int64)
+
+
+class TableSource:
+    """Builds the segments of some rows of an Arrow table of records, on demand; what is
+    shared between rows (intervals, shard specs, shared descriptors) is built once across
+    calls."""
+
+    __slots__ = ("_builder", "_datasource", "_table")
+
+    def __init__(self, datasource: str, table: pa.Table) -> None:
+        self._datasource = datasource
+        self._table = table
+        self._builder = _SegmentBuilder()
+
+    def segments(self, rows: npt.NDArray[np.int64]) -> list[DataSegment]:
+        """The segments of records ``rows``, in that order."""
+        if len(rows) == self._table.num_rows and bool((rows == np.arange(len(rows))).all()):
+            taken = self._table  # all of them, in order: no copy
+        else:
+            taken = self._table.take(pa.array(rows, pa.int64()))
+        return _segments_of_table(self._datasource, taken, self._builder)
+
+
+def _segments_of_table(
+    datasource: str, table: pa.Table, builder: _SegmentBuilder
+) -> list[DataSegment]:
+    """The segments of every row of ``table``, in row order, sharing ``builder``'s parts."""
 
     def column(name: str) -> list[Any]:
         return table.column(name).to_pylist()
 
-    starts, ends, versions = column("start_ms"), column("end_ms"), column("version")
-    kinds, parts, cores = column("shard_type"), column("partition_num"), column("core_partitions")
-    roots, root_ends = column("root_start"), column("root_end")
-    minors, augs, keys = column("minor_version"), column("aug_size"), column("load_key")
-    rows, sizes, payloads = column("num_rows"), column("size_bytes"), column("payload")
-    shared_texts = _dictionary_values(table.column("shared"))
-    builder = _SegmentBuilder()
+    # One zip over whole columns: no per-cell indexing, no dict per row.
+    spec_keys = zip(
+        *map(column, ("shard_type", "partition_num", "core_partitions", "root_start")),
+        *map(column, ("root_end", "minor_version", "aug_size")),
+        strict=True,
+    )
+    records = zip(
+        *map(column, ("start_ms", "end_ms", "version", "load_key", "num_rows", "size_bytes")),
+        column("payload"),
+        _dictionary_values(table.column("shared")),
+        spec_keys,
+        strict=True,
+    )
     make = DataSegment.trusted
+    intervals, specs = builder.intervals, builder.specs
     out: list[DataSegment] = []
     collecting = gc.isenabled()
     gc.disable()  # 10^6 new objects and no garbage: the collector would only rescan them
     try:
-        for i in range(table.num_rows):
-            span = (starts[i], ends[i])
-            interval = builder.intervals.get(span)
+        for start, end, version, key, rows, size, payload, shared_text, spec_key in records:
+            interval = intervals.get((start, end))
             if interval is None:
-                interval = builder.intervals[span] = Interval.of_millis(*span)
-            extras = orjson.loads(payloads[i]) if payloads[i] else _NO_EXTRAS
+                interval = intervals[(start, end)] = Interval.of_millis(start, end)
+            extras = orjson.loads(payload) if payload else _NO_EXTRAS
             if "shardSpec" in extras:
                 spec = builder.json_spec(extras["shardSpec"])
             else:
-                key = (kinds[i], parts[i], cores[i], roots[i], root_ends[i], minors[i], augs[i])
-                spec = builder.specs.get(key) or builder.plain_spec(key)
-            shared = builder.shared_part(shared_texts[i])
-            load = extras.get("loadSpec") or _load_spec(shared["path"], keys[i])
+                spec = specs.get(spec_key) or builder.plain_spec(spec_key)
+            shared = builder.shared_part(shared_text)
             out.append(
                 make(
                     datasource=datasource,
                     interval=interval,
-                    version=versions[i],
+                    version=version,
                     shard_spec=spec,
-                    load_spec=load,
+                    load_spec=extras.get("loadSpec") or _load_spec(shared["path"], key),
                     dimensions=shared["dimensions"],
                     metrics=shared["metrics"],
-                    size=sizes[i] or 0,
-                    num_rows=rows[i] or 0,
+                    size=size or 0,
+                    num_rows=rows or 0,
                     last_compaction_state=shared["state"],
                     binary_version=shared["binary_version"],
                     schema=shared["schema"],

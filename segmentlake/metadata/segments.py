@@ -14,9 +14,11 @@ import pyarrow.compute as pc
 
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.metadata.records import (
     SEGMENT,
     SEGMENT_COLUMNS,
+    segment_records,
     segments_from_rows,
     segments_from_table,
 )
@@ -25,7 +27,7 @@ from segmentlake.metadata.store import Change, MetadataStore, PartitionState, no
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.visibility import affected_scope, visibility_changes
 
-__all__ = ["set_used", "used_segment_rows", "used_segments"]
+__all__ = ["set_used", "used_segment_rows", "used_segments", "used_timeline"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,14 @@ def used_segments(
     return segments_from_table(
         datasource, store.arrow(datasource, condition, kinds=[SEGMENT], columns=SEGMENT_COLUMNS)
     )
+
+
+def used_timeline(store: MetadataStore, datasource: str) -> VersionedIntervalTimeline:
+    """The timeline of the used segments of ``datasource``, loaded lazily from their records:
+    reading it costs the records' columns; a segment is built when a lookup, change or
+    iteration first touches its chunk."""
+    table = store.arrow(datasource, pc.field("used"), kinds=[SEGMENT], columns=SEGMENT_COLUMNS)
+    return VersionedIntervalTimeline.from_records(segment_records(datasource, table))
 
 
 def set_used(

@@ -46,7 +46,9 @@ class _KindFold:
 
     def __init__(self, schema: pa.Schema) -> None:
         self._rows = schema.empty_table()
-        self._keys = pa.chunked_array([], pa.string())
+        # Each row's key, derived from the rows on first use (None until then): a process
+        # that only reads, e.g. a CLI loading 10^6 segment records, never needs them.
+        self._key_column: pa.ChunkedArray | None = pa.chunked_array([], pa.string())
         # The keys as a Python set, built on first use: most files bring only new keys
         # (allocations, new segments), which a set tells in O(new) instead of O(rows).
         self._keyset: set[str] | None = None
@@ -56,6 +58,12 @@ class _KindFold:
     @property
     def rows(self) -> pa.Table:
         return self._rows
+
+    @property
+    def _keys(self) -> pa.ChunkedArray:
+        if self._key_column is None:
+            self._key_column = pa.chunked_array([key_column(self._rows)], pa.string())
+        return self._key_column
 
     def live(self) -> pa.Table:
         if self._live is None:
@@ -122,13 +130,14 @@ class _KindFold:
         )
         return set(pc.filter(self._keys, mask).to_pylist())
 
-    def apply(self, table: pa.Table, keys: pa.Array) -> None:
+    def apply(self, table: pa.Table) -> None:
         """Fold versions in (each key once in ``table``): per key, the higher rev wins."""
-        incoming = keys.to_pylist()
         if not self._rows.num_rows:
-            self._set(table, pa.chunked_array([keys]))
-            self._keyset = set(incoming)
+            self._set(table, None)
+            self._keyset = None
             return
+        keys = key_column(table)
+        incoming = keys.to_pylist()
         if self._keyset is None:
             self._keyset = set(self._keys.to_pylist())
         if self._keyset.isdisjoint(incoming):  # new keys only (allocations, new segments)
@@ -166,15 +175,15 @@ class _KindFold:
             self._set(self._rows.filter(keep), pc.filter(self._keys, keep))
             self._keyset = None
 
-    def _set(self, rows: pa.Table, keys: pa.ChunkedArray) -> None:
+    def _set(self, rows: pa.Table, keys: pa.ChunkedArray | None) -> None:
         self._live = None
         self._spans = None
         chunks = rows.column(0).num_chunks if rows.num_columns else 0
         if chunks > _MAX_CHUNKS or (chunks > 1 and rows.num_rows <= _SMALL_KIND_ROWS):
             rows = rows.combine_chunks()
-        if keys.num_chunks > _MAX_CHUNKS:
+        if keys is not None and keys.num_chunks > _MAX_CHUNKS:
             keys = pa.chunked_array([keys.combine_chunks()], pa.string())
-        self._rows, self._keys = rows, keys
+        self._rows, self._key_column = rows, keys
 
 
 def _take(table: pa.Table, indices: np.ndarray) -> pa.Table:
@@ -308,7 +317,7 @@ class PartitionFold:
             fold = self._kinds.get(kind)
             if fold is None:
                 fold = self._kinds[kind] = _KindFold(self.schema)
-            fold.apply(part, key_column(part))
+            fold.apply(part)
         self.max_rev = max(self.max_rev, pc.max(table["rev"]).as_py())
         self._views = {}
 
