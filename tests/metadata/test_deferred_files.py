@@ -169,3 +169,21 @@ def test_an_allocation_key_taken_on_another_chunk_is_found(tmp_path: Path) -> No
     (again,) = second.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
     pending = second.metadata.rows(DS, pc.field("id") == "seq|")
     assert [r["payload"] for r in pending] == [str(again.segment_id)]
+
+
+def test_folds_are_size_tiered_below_the_full_fold() -> None:
+    from segmentlake.metadata.store import _to_fold
+    from segmentlake.metadata.table import DataFile
+
+    def files(*counts: int) -> list[DataFile]:
+        return [DataFile(f"f{i}", DS, 100 * n, n) for i, n in enumerate(counts)]
+
+    # One-commit files beside an earlier partial fold and the base: only the small ones.
+    taken, full = _to_fold(files(10_000, 1_800, 3, 3, 3, 3))
+    assert ([f.num_records for f in taken], full) == ([3, 3, 3, 3], False)
+    # Once the small ones add up to half the next, it joins them.
+    taken, full = _to_fold(files(10_000, 20, 3, 3, 3, 3))
+    assert ([f.num_records for f in taken], full) == ([3, 3, 3, 3, 20], False)
+    # Everything beside the base reaching a quarter of it: one full fold.
+    taken, full = _to_fold(files(400, 60, 30, 10))
+    assert (len(taken), full) == (4, True)

@@ -165,7 +165,9 @@ def test_upkeep_leaves_a_large_fold_alone_until_the_changes_beside_it_add_up(
     store.upkeep(ds, min_files=2)
     store.table.refresh()
     paths = [f.path for f in store.table.files() if f.datasource == ds]
-    assert len(paths) == 2
+    # The large fold, and the small files folded by size tier (a background fold of the
+    # first 16 may stand beside the fold of the rest).
+    assert 2 <= len(paths) <= 3
     assert base in paths  # the large fold was not rewritten
     # The deletion of a row that lives in the large file survives the partial fold.
     fresh = MetadataStore(lake.warehouse)
