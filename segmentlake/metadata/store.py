@@ -48,7 +48,7 @@ from segmentlake.metadata.records import (
     rows_scope,
 )
 from segmentlake.metadata.scope import EVERYTHING, Scope
-from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold
+from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold, key_column
 from segmentlake.metadata.table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
 
 REBASE_PAUSE_S = 0.002
@@ -615,12 +615,7 @@ class MetadataStore:
                     self._catch_up(datasource, mine, EVERYTHING)
                 if mine is not None and wanted <= mine.applied:
                     return mine.without_old_tombstones(cutoff)
-        fold = PartitionFold(FOLD_SCHEMA)
-        loaded = [(f.path, table.read_file(f.path, dictionary=_DICTIONARY_COLUMNS)) for f in files]
-        loaded.sort(key=lambda item: _min_rev(item[1]))
-        for path, rows in loaded:
-            fold.apply(path, rows)
-        return fold.without_old_tombstones(cutoff)
+        return _latest_versions([table.read_file(f.path) for f in files], cutoff_ms=cutoff)
 
     def _adopt_folded(
         self, datasource: str, folded: Sequence[DataFile], adds: Sequence[AddAction]
@@ -748,6 +743,26 @@ def _to_fold(files: list[DataFile]) -> tuple[list[DataFile], bool]:
         taken.append(file)
         total += file.num_records
     return taken, False
+
+
+def _latest_versions(tables: Sequence[pa.Table], *, cutoff_ms: int) -> pa.Table:
+    """The latest version of each row in ``tables`` (one pass: the highest ``rev`` per key;
+    equal revs are the same version), without deletions older than ``cutoff_ms``. What a
+    fold writes; folding file by file into a PartitionFold cost several ms a file."""
+    rows = pa.concat_tables(tables).combine_chunks() if tables else TABLE_SCHEMA_FILE.empty_table()
+    if not rows.num_rows:
+        return rows
+    keys = key_column(rows).to_pylist()
+    revs = rows["rev"].to_pylist()
+    best: dict[str, int] = {}
+    for i, (key, rev) in enumerate(zip(keys, revs, strict=True)):
+        held = best.get(key)
+        if held is None or revs[held] <= rev:
+            best[key] = i
+    latest = rows.take(pa.array(sorted(best.values()), pa.int64()))
+    deleted = pc.fill_null(latest["deleted"], False)
+    old = pc.and_(deleted, pc.less(pc.fill_null(latest["updated_ms"], 0), cutoff_ms))
+    return latest.filter(pc.invert(old))
 
 
 def _min_rev(table: pa.Table) -> int:
