@@ -538,13 +538,17 @@ class MetadataStore:
 
     def _commit_empty(self, record: dict[str, Any]) -> None:
         """Commit a record with no rows (nobody conflicts with it), on top of whatever
-        landed meanwhile."""
+        landed meanwhile. Best effort: an announcement or claim that does not land costs
+        fairness or a duplicated fold, never a transaction."""
         for _ in range(10):
             try:
                 self.table.commit([], record=record, base=self.table.refresh())
                 return
             except LostRace:
                 time.sleep(random.uniform(0, REBASE_PAUSE_S))
+            except Exception:
+                logger.warning("could not commit %s", record.get("op"), exc_info=True)
+                return
 
     def upkeep(self, datasource: str, *, min_files: int = UPKEEP_FILES) -> UpkeepReport | None:
         """Fold ``datasource``'s files into one when it has at least ``min_files`` (the

@@ -21,6 +21,8 @@ from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
 from tests.multiprocess_support import Op, assert_overlapped
 
+from .support import day_after
+
 pytestmark = [pytest.mark.multiprocess]
 
 BUCKET = "segmentlake-test"
@@ -110,3 +112,25 @@ def test_processes_allocating_in_one_chunk_on_s3_get_every_id_once(s3: dict[str,
     lake = Lake.open(None, warehouse, storage_options=s3)
     assert len(lake.locks("s3ds")) == 3 * PER_WRITER
     assert os.environ.get("AWS_ENDPOINT_URL") is None  # nothing leaked into the environment
+
+
+def test_announcements_and_fold_claims_land_on_s3(s3: dict[str, str]) -> None:
+    """Commits of no rows (a loser's announcement, a fold's claim) go through delta-rs's
+    conditional PUT on object stores: they land, and the fold after the claim too."""
+    from segmentlake.metadata.scope import Scope
+    from segmentlake.metadata.store import MetadataStore
+
+    warehouse = f"s3://{BUCKET}/claims"
+    lake = Lake.create(None, warehouse, storage_options=s3)
+    for i in range(3):
+        assert lake.try_lock("claims", day_after(i), group_id=f"g{i}").granted
+    store = MetadataStore(warehouse, storage_options=s3)
+    before = store.version()
+
+    store.announce_waiting("claims", Scope.of([day_after(0).key]), "t:1")
+    report = store._claimed_upkeep("claims")
+
+    ops = [(r or {}).get("op") for _, r in store.table.records(before, store.table.refresh())]
+    assert ops[:2] == ["waiting", "upkeep_claim"]
+    assert report is None or ops[2] == "upkeep"
+    assert len(Lake.open(None, warehouse, storage_options=s3).locks("claims")) == 3
