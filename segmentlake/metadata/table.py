@@ -40,7 +40,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, RemoveAction
 
 from segmentlake.errors import CommitStateUnknown, MetadataVersionError
-from segmentlake.metadata.table_log import TableLog
+from segmentlake.metadata.table_log import TableLog, load_through_gaps
 
 __all__ = [
     "COMMIT_RECORD_KEY",
@@ -244,7 +244,7 @@ class MetadataTable:
         """Load the latest version through delta-rs: its files and version."""
         table = self.table()
         try:
-            table.update_incremental()
+            load_through_gaps(table.update_incremental)
         except DeltaError as e:
             if "not found" not in str(e).lower():
                 raise
@@ -372,7 +372,7 @@ class MetadataTable:
         brought to ``base`` first, so it writes exactly ``base + 1``."""
         table = self.table()
         if int(table.version()) != base:
-            table.update_incremental()
+            load_through_gaps(table.update_incremental)
             if int(table.version()) != base:
                 raise LostRace(f"the table is at version {table.version()}, not {base}")
         actions: list[AddAction | RemoveAction] = list(adds)

@@ -233,3 +233,29 @@ def test_folded_away_files_are_vacuumed_once_past_retention(tmp_path: Path) -> N
     store.checkpoint(cleanup=True)
     assert len(list(data_dir.glob("*.parquet"))) == 1  # only the fold is left
     assert len(MetadataStore(str(tmp_path / "wh")).rows(ds, kinds=[LOCK])) == 5
+
+
+def test_a_log_listing_caught_between_two_new_entries_is_loaded_again(tmp_path: Path) -> None:
+    """A listing taken while another process links entries can see version v + 1 without v;
+    delta-rs refuses such a log, and the load is tried again once the gap closed."""
+    import os
+    import threading
+
+    from deltalake.exceptions import DeltaError
+
+    from segmentlake.metadata.table_log import TableLog
+
+    store = MetadataStore(str(tmp_path / "wh"))
+    store.create()
+    for i in range(3):
+        row = lock("gap", f"g{i}", *day_after(i).key)
+        store.commit(store.read("gap"), [Change("upsert", row)], commit_id=f"c{i}", operation="t")
+    log_dir = Path(store.path) / "_delta_log"
+    entry, aside = log_dir / f"{2:020d}.json", tmp_path / "aside.json"
+    os.rename(entry, aside)  # versions 1 and 3 are there, 2 is "not linked yet"
+    with pytest.raises(DeltaError, match="contiguous"):
+        TableLog(store.path).table()  # a gap that stays is an error
+
+    threading.Timer(0.02, os.rename, (aside, entry)).start()
+
+    assert TableLog(store.path).table().version() == 3
