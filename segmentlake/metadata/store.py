@@ -86,6 +86,7 @@ UPKEEP_FILES = 16
 TOMBSTONE_RETENTION_MS = 3_600_000
 CHECKPOINT_EVERY = 50
 CLEANUP_EVERY = 500
+CLEANUP_OVERDUE_S = 60.0
 # Log entries below the latest checkpoint are deleted once this old. A transaction needs the
 # entries after the version it read (the winners' records) for as long as it decides and
 # commits: far less than this. A reader behind a deleted entry reloads from the checkpoint.
@@ -145,6 +146,7 @@ class MetadataStore:
         self.rebases = 0
         self._upkeep: threading.Thread | None = None
         self._upkeep_follower: MetadataTable | None = None
+        self._cleaned = time.monotonic()  # when this process last cleaned the log
         # Per datasource: other processes' announcements that they keep losing (courtesy).
         self._waiting: dict[str, list[tuple[float, Scope]]] = {}
         self._waiting_seen: dict[str, int] = {}
@@ -486,7 +488,12 @@ class MetadataStore:
             if claimed is None or time.monotonic() - claimed > FOLD_CLAIM_S:
                 jobs.append(lambda: self._claimed_upkeep(datasource))
         if version % CHECKPOINT_EVERY == 0:
-            jobs.append(lambda: self.checkpoint(cleanup=version % CLEANUP_EVERY == 0))
+            # Also clean up when this process has not for a while: the commit landing on a
+            # multiple of CLEANUP_EVERY may find its upkeep thread busy and skip it, and at
+            # 60 commits/s with folds that was every time (20,000 log entries kept).
+            overdue = time.monotonic() - self._cleaned > CLEANUP_OVERDUE_S
+            cleanup = version % CLEANUP_EVERY == 0 or overdue
+            jobs.append(lambda: self.checkpoint(cleanup=cleanup))
         if not jobs:
             return
         with self._lock:
@@ -509,6 +516,7 @@ class MetadataStore:
         table = self.table.log.table()
         table.create_checkpoint()
         if cleanup:
+            self._cleaned = time.monotonic()
             # Not delta-rs's cleanup_metadata: it keeps the table's logRetentionDuration
             # (days), and a busy metadata table commits 10^5 times a day; every refresh lists
             # the log, so its length is every transaction's cost.
