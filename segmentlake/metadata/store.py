@@ -149,7 +149,7 @@ class MetadataStore:
         self._cleaned = time.monotonic()  # when this process last cleaned the log
         # Per datasource: other processes' announcements that they keep losing (courtesy).
         self._waiting: dict[str, list[tuple[float, Scope]]] = {}
-        self._waiting_seen: dict[str, int] = {}
+        self._announcements_seen: dict[str, int] = {}
         self._announced: set[str] = set()
         # Per datasource: when another process claimed the partition's next fold.
         self._fold_claims: dict[str, float] = {}
@@ -287,7 +287,7 @@ class MetadataStore:
             if not fresh and fold is not None and not fold.stale(TOMBSTONE_RETENTION_MS):
                 return fold.max_rev, fold
             version = self.table.refresh()
-            self._note_waiting(datasource, version)
+            self._note_announcements(datasource, version)
             if fold is None or fold.stale(TOMBSTONE_RETENTION_MS):
                 fold = self._folds[datasource] = PartitionFold(FOLD_SCHEMA)
             files = [f for f in self.table.files() if f.datasource == datasource]
@@ -393,11 +393,12 @@ class MetadataStore:
         self.create()
         self._commit_empty(record)
 
-    def _note_waiting(self, datasource: str, version: int) -> None:
-        """Keep the waiting announcements of other processes among the commits since the
-        last look (their records are already in the follower's memory)."""
-        seen = self._waiting_seen.get(datasource, version)
-        self._waiting_seen[datasource] = version
+    def _note_announcements(self, datasource: str, version: int) -> None:
+        """Note other processes' announcements among the commits since the last look (their
+        records are already in the follower's memory): losers waiting on a scope, and claims
+        of the partition's fold (and the folds that end them)."""
+        seen = self._announcements_seen.get(datasource, version)
+        self._announcements_seen[datasource] = version
         if version <= seen:
             return
         now = time.monotonic()
@@ -483,7 +484,7 @@ class MetadataStore:
         # the same files, all but one in vain, took half of every writer's CPU.
         files = sum(1 for f in self.table.files() if f.datasource == datasource)
         if files == UPKEEP_FILES or files >= 2 * UPKEEP_FILES:
-            self._note_waiting(datasource, version)
+            self._note_announcements(datasource, version)
             claimed = self._fold_claims.get(datasource)
             if claimed is None or time.monotonic() - claimed > FOLD_CLAIM_S:
                 jobs.append(lambda: self._claimed_upkeep(datasource))

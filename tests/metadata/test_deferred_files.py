@@ -82,15 +82,23 @@ def test_commits_on_another_chunk_are_not_read_until_a_read_needs_them(
     assert sorted(r["id"] for r in reader.rows(DS)) == sorted(r["id"] for r in writer.rows(DS))
 
 
+def fold_after_locks(
+    writer: MetadataStore, reader: MetadataStore, prefix: str, count: int, *, read: Interval
+) -> None:
+    """``count`` locks on DAY by ``writer``, a read of ``read`` by ``reader``, then the
+    writer folds the partition's files."""
+    for i in range(count):
+        upsert(writer, lock(f"{prefix}{i}", DAY), scope=Scope.of([DAY.key]))
+    reader.read(DS, scope=Scope.of([read.key]))
+    writer.settle()
+    assert writer.upkeep(DS, min_files=2) is not None
+
+
 def test_an_upkeep_fold_of_deferred_files_is_owed_then_read_when_needed(
     stores: tuple[MetadataStore, MetadataStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer, reader = stores
-    for i in range(4):
-        upsert(writer, lock(f"b{i}", DAY), scope=Scope.of([DAY.key]))
-    reader.read(DS, scope=Scope.of([NEXT_DAY.key]))  # defers the four
-    writer.settle()
-    assert writer.upkeep(DS, min_files=2) is not None  # folds them away (and the seed)
+    fold_after_locks(writer, reader, "b", 4, read=NEXT_DAY)  # the reader defers the four
     reads = CountingReads(reader, monkeypatch)
 
     reader.read(DS, scope=Scope.of([NEXT_DAY.key]))
@@ -106,11 +114,7 @@ def test_an_upkeep_fold_of_files_all_read_is_adopted_without_reading(
     stores: tuple[MetadataStore, MetadataStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer, reader = stores
-    for i in range(3):
-        upsert(writer, lock(f"c{i}", DAY), scope=Scope.of([DAY.key]))
-    reader.read(DS, scope=Scope.of([DAY.key]))  # reads the three
-    writer.settle()
-    assert writer.upkeep(DS, min_files=2) is not None
+    fold_after_locks(writer, reader, "c", 3, read=DAY)  # the reader reads the three
     reads = CountingReads(reader, monkeypatch)
 
     rows = reader.read(DS, scope=Scope.of([DAY.key])).rows
