@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.installed
 
 setup: $(STAMP)
 	$(BIN)/python -m segmentlake.spark prepare
+	@# Bytecode, as a wheel install writes it: a metadata command compiles no source on start.
+	$(BIN)/python -m compileall -q segmentlake
 
 # Reinstall only when the dependency list changed; the editable install picks up code edits.
 $(STAMP): pyproject.toml

@@ -37,6 +37,7 @@ Run from the repository root (warehouses under /tmp are created and removed):
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import multiprocessing as mp
 import os
@@ -537,6 +538,8 @@ def inspect(records: int, repeat: int) -> dict[str, Any]:
             assert lake.try_lock("bench", day(2000 + i), group_id=f"held-{i}").granted
         lake.set_rules("bench", [{"type": "loadForever", "tieredReplicants": {}}])
         lake.metadata.upkeep("bench", min_files=1)
+        # Bytecode as an installed package has it (PYTHONDONTWRITEBYTECODE may be set).
+        compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "segmentlake"), quiet=1)
         out: dict[str, Any] = {"records": records}
         for command in INSPECTIONS:
             times = []

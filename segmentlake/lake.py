@@ -12,10 +12,9 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
 
 from segmentlake.compact.control import (
     CompactionStatus,
@@ -26,27 +25,24 @@ from segmentlake.compact.control import (
     set_config,
     user_compactions,
 )
-from segmentlake.compact.kill import KillReport, check_kill_arguments, kill_unused
-from segmentlake.compact.major import MajorCompaction, compact_major
-from segmentlake.compact.manager import DEFAULT_QUEUE_SIZE, CompactionManager
-from segmentlake.compact.minor import DEFAULT_MAX_ROWS_PER_SEGMENT, compact_minor
-from segmentlake.coordinator.coordinator import Coordinator
-from segmentlake.coordinator.volume_tables import prepare_volume
 from segmentlake.core.compaction_config import CompactionConfig
+from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
-from segmentlake.core.interval import Interval
+from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
 from segmentlake.core.names import check_datasource_name, check_name, quote_identifier
-from segmentlake.core.partitions_spec import PartitionsSpec, partitions_spec_from_dict
+from segmentlake.core.partitions_spec import (
+    DEFAULT_MAX_ROWS_PER_SEGMENT,
+    PartitionsSpec,
+    partitions_spec_from_dict,
+)
 from segmentlake.core.retention_rules import Rule
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import DatasourceNotFound, SpecError, WarehouseNotFound
-from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import TaskReport
-from segmentlake.ingest.task import IngestTarget, run_ingestion
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.cleanup import mark_overshadowed_unused
 from segmentlake.metadata.cluster_records import (
@@ -68,18 +64,27 @@ from segmentlake.metadata.records import (
 )
 from segmentlake.metadata.rule_records import RuleAudit, rule_history, rules_of, set_rules
 from segmentlake.metadata.segments import (
+    VisiblePiece,
     set_used,
     used_segment_rows,
     used_segments,
     used_timeline,
+    visible_pieces,
 )
 from segmentlake.metadata.store import MetadataStore
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import task_reports
 from segmentlake.metadata.transaction import RetryPolicy
-from segmentlake.metadata.views import register_system_views
-from segmentlake.read.reader import read_visible
-from segmentlake.read.tiers import TIER_CONF, copy_sources
+
+if TYPE_CHECKING:
+    # Spark and the engines load on first use: inspecting metadata (the CLI's segments,
+    # locks, timeline) must not pay for importing pyspark.
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from segmentlake.compact.kill import KillReport
+    from segmentlake.compact.manager import CompactionManager
+    from segmentlake.coordinator.coordinator import Coordinator
+    from segmentlake.ingest.task import IngestTarget
 
 __all__ = ["Lake"]
 
@@ -228,6 +233,20 @@ class Lake:
         """The visible timeline of ``datasource``, built from its used segments."""
         # Lazily loaded: segments are built for the chunks a caller touches, not all 10^6.
         return used_timeline(self.metadata, self._require_datasource(datasource))
+
+    def visible_pieces(
+        self, datasource: str, interval: Interval | str | None = None
+    ) -> list[VisiblePiece]:
+        """The pieces of ``datasource``'s visible timeline (overlapping ``interval``) summed
+        up: each piece's interval, the chunk serving it, its partition numbers and rows. The
+        same pieces as ``timeline(datasource).lookup(interval)``, read from the records'
+        visibility with no segment built.
+
+        >>> [str(p.interval) for p in lake.visible_pieces("wiki", "2024-01-01/P1D")]
+        ... # doctest: +SKIP
+        """
+        query = ETERNITY if interval is None else _interval(interval)
+        return visible_pieces(self.metadata, self._require_datasource(datasource), query)
 
     def _used_segments(
         self, datasource: str, interval: Interval | str | None = None
@@ -429,9 +448,11 @@ class Lake:
         check_datasource_name(datasource)
         if not isinstance(spec, IngestionSpec):
             spec = IngestionSpec.from_dict(spec)
+        from segmentlake.ingest.task import run_ingestion
+
         self.metadata.create()  # a first ingestion creates the warehouse before it writes
         return run_ingestion(
-            IngestTarget(self.spark, self.warehouse, self.lockbox),
+            self._target(),
             df,
             datasource,
             spec,
@@ -479,11 +500,14 @@ class Lake:
         >>> lake.compact("wiki", "2024-01-01/P7D", mode="major", segment_granularity="DAY")
         ... # doctest: +SKIP
         """
+        from segmentlake.compact.major import MajorCompaction, compact_major
+        from segmentlake.compact.minor import compact_minor
+
         span = None if interval is None else _interval(interval)
         if mode not in ("minor", "major"):
             raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
         datasource = self._require_datasource(datasource)
-        target = IngestTarget(self.spark, self.warehouse, self.lockbox)
+        target = self._target()
         if mode == "major":
             if isinstance(partitions_spec, Mapping):
                 partitions_spec = partitions_spec_from_dict(partitions_spec)
@@ -549,7 +573,9 @@ class Lake:
         drains its jobs."""
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
-        target = IngestTarget(self.spark, self.warehouse, self.lockbox)
+        from segmentlake.compact.manager import CompactionManager
+
+        target = self._target()
         return CompactionManager(target, datasources=datasources, queue_size=queue_size)
 
     def start_user_compaction(
@@ -656,6 +682,8 @@ class Lake:
         if not isinstance(path, str) or not path.strip():
             raise SpecError(f"volume {name!r} needs a non-empty path, got {path!r}")
         volume = Volume(name, tier, _qualified(path), capacity_bytes, priority=priority)
+        from segmentlake.coordinator.volume_tables import prepare_volume
+
         prepare_volume(volume)
         return add_volume(self.metadata, volume, policy=self.lockbox.retry)
 
@@ -700,6 +728,8 @@ class Lake:
         carries them out; ``coordinator.run(interval_s=60)`` keeps doing so."""
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
+        from segmentlake.coordinator.coordinator import Coordinator
+
         return Coordinator(
             self.spark,
             self.warehouse,
@@ -730,6 +760,10 @@ class Lake:
 
         >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
         """
+        from segmentlake.ingest.datasource_table import datasource_path
+        from segmentlake.read.reader import read_visible
+        from segmentlake.read.tiers import TIER_CONF, copy_sources
+
         span = None if interval is None else _interval(interval)
         path = datasource_path(self.warehouse, self._require_datasource(datasource))
         if TableLog(path, storage_options=self.metadata.table.storage_options).version() < 0:
@@ -801,6 +835,8 @@ class Lake:
         """
         older_than_ms = _duration_ms(older_than)
         span = None if interval is None else _interval(interval)
+        from segmentlake.compact.kill import check_kill_arguments, kill_unused
+
         check_kill_arguments(older_than_ms, vacuum_retention_hours)
         return kill_unused(
             self.spark,
@@ -820,7 +856,14 @@ class Lake:
         """Register ``<prefix>segments``, ``locks``, ``pending_segments``, ``tasks`` as temp
         views over the metadata (Druid's ``sys`` tables); returns their names."""
         self._require_warehouse()
+        from segmentlake.metadata.views import register_system_views
+
         return register_system_views(self.spark, self.metadata, prefix=prefix)
+
+    def _target(self) -> IngestTarget:
+        from segmentlake.ingest.task import IngestTarget
+
+        return IngestTarget(self.spark, self.warehouse, self.lockbox)
 
     def __repr__(self) -> str:
         return f"Lake({self.warehouse!r})"

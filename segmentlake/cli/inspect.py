@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from segmentlake.core.interval import ETERNITY, Interval, format_timestamp
+from segmentlake.core.interval import format_timestamp
 from segmentlake.ingest.report import TaskReport, human_bytes
 from segmentlake.lake import Lake
 
@@ -105,20 +105,20 @@ def print_locks(lake: Lake, datasource: str) -> None:
 
 
 def print_timeline(lake: Lake, datasource: str, interval: str | None) -> None:
-    query = Interval.parse(interval) if interval else ETERNITY
-    holders = lake.timeline(datasource).lookup(query)
+    # From the visible records, not the timeline: the same pieces with no segment built.
+    pieces = lake.visible_pieces(datasource, interval or None)
     rows = [
         (
-            h.interval,
-            h.version,
-            len(h.segments),
-            sum(s.num_rows for s in h.segments),
-            ",".join(str(s.shard_spec.partition_num) for s in h.segments),
+            p.interval,
+            p.chunk.version,
+            len(p.chunk.partitions),
+            p.chunk.num_rows,
+            ",".join(map(str, p.chunk.partitions)),
         )
-        for h in holders
+        for p in pieces
     ]
     print(format_table(("visible interval", "version", "segments", "rows", "partitions"), rows))
-    print(f"{len(holders)} visible piece(s) of {datasource}")
+    print(f"{len(pieces)} visible piece(s) of {datasource}")
 
 
 def print_tasks(lake: Lake, datasource: str, task_id: str | None) -> None:

@@ -5,6 +5,7 @@ migrate. Commands that only read or write metadata never start Spark."""
 from __future__ import annotations
 
 import argparse
+import importlib.abc
 import logging
 import math
 import os
@@ -141,7 +142,10 @@ def run() -> None:
     the interpreter's normal shutdown: delta-rs's runtime threads can abort a short process
     at that point ("terminate called without an active exception") after all the work is done,
     which would turn a success into a crash."""
-    code = main()
+    args = _parser().parse_args()
+    if not _needs_spark(args):
+        _pyarrow_without_pandas()
+    code = _main(args)
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()
@@ -149,7 +153,32 @@ def run() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run the command ``argv`` (default: the process's arguments); returns the exit code."""
+    return _main(_parser().parse_args(argv))
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.partition(".")[0] == "pandas":
+            raise ImportError("pandas is not needed by a metadata command")
+
+
+def _pyarrow_without_pandas() -> None:
+    """Let pyarrow settle, once, that pandas is absent. On its first conversion of a Python
+    value pyarrow imports pandas (0.4-0.6 s, half of a metadata command's run) only to tell
+    pandas values apart; metadata commands never hold any. pandas stays importable: only
+    this one check runs with the import refused."""
+    import pyarrow as pa
+
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.scalar(0)
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -162,9 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from segmentlake.cli import inspect, quickstart
+    from segmentlake.cli import inspect
     from segmentlake.lake import Lake
-    from segmentlake.spark.session import spark_session
 
     # A bad name, spec or option or a missing input fails before Spark starts (seconds).
     _check_names(args)
@@ -182,11 +210,17 @@ def _run(args: argparse.Namespace) -> int:
     # Metadata needs no Spark: inspection answers at once, and a command that moves data
     # starts Spark on first need. Read-only commands open the warehouse (a typo'd path is an
     # error, never a new warehouse).
-    spark = spark_session(app_name=f"segmentlake {args.command}") if _needs_spark(args) else None
+    spark = None
+    if _needs_spark(args):
+        from segmentlake.spark.session import spark_session
+
+        spark = spark_session(app_name=f"segmentlake {args.command}")
     lake = Lake(spark, args.warehouse, create=not _read_only(args))
     if task is not None:
         return _ingest(lake, task, args.task_id)
     if args.command == "quickstart":
+        from segmentlake.cli import quickstart
+
         return quickstart.run(lake, days=args.days, rows_per_day=args.rows_per_day)
     if args.command == "cleanup":
         return _cleanup(lake, args.datasource)

@@ -36,7 +36,7 @@ from segmentlake.core.compaction_jobs import (
     job_priority,
 )
 from segmentlake.core.compaction_planning import PlannedJob, consecutive_groups, selection_jobs
-from segmentlake.core.compaction_queue import JobQueue
+from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, new_task_id
@@ -47,7 +47,6 @@ __all__ = ["CompactionManager", "JobOutcome", "PassReport"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_QUEUE_SIZE = 10_000
 # Manager lock priority: ingestion's default (0), never above it — a higher priority would
 # revoke a user's overwrite lock. One value for every kind: selections, not lock priorities,
 # keep jobs apart.

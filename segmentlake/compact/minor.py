@@ -36,6 +36,7 @@ from segmentlake.core.compaction import MINOR, MinorRun, compaction_state, merge
 from segmentlake.core.ingest_spec import MetricSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
+from segmentlake.core.partitions_spec import DEFAULT_MAX_ROWS_PER_SEGMENT
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedOverwriteShardSpec
@@ -67,8 +68,6 @@ from segmentlake.metadata.transaction import CommitLog, recording_commits
 __all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "CompactionHooks", "compact_minor"]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_ROWS_PER_SEGMENT = 5_000_000  # Druid's dynamic partitionsSpec default
 
 
 class CompactionHooks(Protocol):

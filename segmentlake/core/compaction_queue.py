@@ -17,7 +17,9 @@ from collections.abc import Callable, Hashable, Iterable
 from segmentlake.core.compaction_jobs import CompactionJob
 from segmentlake.errors import SpecError
 
-__all__ = ["JobQueue"]
+__all__ = ["DEFAULT_QUEUE_SIZE", "JobQueue"]
+
+DEFAULT_QUEUE_SIZE = 10_000
 
 ChunkOf = Callable[[CompactionJob], Hashable]
 

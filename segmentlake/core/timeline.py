@@ -26,9 +26,10 @@ from __future__ import annotations
 import gc
 import heapq
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,7 @@ __all__ = [
     "VISIBLE",
     "TimelineObjectHolder",
     "VersionedIntervalTimeline",
+    "winning_pieces",
 ]
 
 VISIBLE, OVERSHADOWED, STANDBY = "visible", "overshadowed", "standby"
@@ -595,41 +597,63 @@ class VersionedIntervalTimeline:
         adjacent pieces of the same chunk merged; instants no chunk serves left out."""
         if end <= start:
             return []
-        chunks = self._candidates(start, end)
-        if not chunks:
-            return []
-        if len(chunks) == 1:
-            only = chunks[0]
-            return [(max(start, only.start), min(end, only.end), only)]
-        chunks.sort(key=lambda c: c.start)
-        if _disjoint(chunks):  # nothing to weigh (e.g. one HOUR chunk each): no sweep
-            return [(max(start, c.start), min(end, c.end), c) for c in chunks]
-        rank = {v: i for i, v in enumerate(sorted({c.version for c in chunks}))}
-        bounds = sorted(
-            {start, end}
-            | {c.start for c in chunks if c.start > start}
-            | {c.end for c in chunks if c.end < end}
-        )
-        pieces: list[tuple[int, int, _Chunk]] = []
-        heap: list[tuple[int, int, int, int, _Chunk]] = []
-        nxt = 0
-        for i in range(len(bounds) - 1):
-            lo, hi = bounds[i], bounds[i + 1]
-            while nxt < len(chunks) and chunks[nxt].start <= lo:
-                c = chunks[nxt]
-                # Highest version first; equal versions: the later-starting, then shorter chunk.
-                heapq.heappush(heap, (-rank[c.version], -c.start, c.end, nxt, c))
-                nxt += 1
-            while heap and heap[0][2] <= lo:
-                heapq.heappop(heap)
-            if not heap:
-                continue
-            winner = heap[0][4]
-            if pieces and pieces[-1][2] is winner and pieces[-1][1] == lo:
-                pieces[-1] = (pieces[-1][0], hi, winner)
-            else:
-                pieces.append((lo, hi, winner))
-        return pieces
+        return winning_pieces(self._candidates(start, end), start, end)
+
+
+class ChunkSpan(Protocol):
+    """What the sweep weighs of a chunk: its interval in millis and its version."""
+
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def version(self) -> str: ...
+
+
+Span = TypeVar("Span", bound=ChunkSpan)
+
+
+def winning_pieces(chunks: list[Span], start: int, end: int) -> list[tuple[int, int, Span]]:
+    """``(piece start, piece end, winning chunk)`` over ``[start, end)`` among complete
+    ``chunks`` (sorted here in place), time-ordered: at each instant the highest version
+    wins, equal versions the later-starting, then shorter chunk; adjacent pieces of one
+    chunk merged, instants no chunk covers left out. The timeline's lookups and a listing
+    of visible records (whose chunks are the winners) share this rule."""
+    if not chunks or end <= start:
+        return []
+    if len(chunks) == 1:
+        only = chunks[0]
+        return [(max(start, only.start), min(end, only.end), only)]
+    chunks.sort(key=lambda c: c.start)
+    if _disjoint(chunks):  # nothing to weigh (e.g. one HOUR chunk each): no sweep
+        return [(max(start, c.start), min(end, c.end), c) for c in chunks]
+    rank = {v: i for i, v in enumerate(sorted({c.version for c in chunks}))}
+    bounds = sorted(
+        {start, end}
+        | {c.start for c in chunks if c.start > start}
+        | {c.end for c in chunks if c.end < end}
+    )
+    pieces: list[tuple[int, int, Span]] = []
+    heap: list[tuple[int, int, int, int, Span]] = []
+    nxt = 0
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1]
+        while nxt < len(chunks) and chunks[nxt].start <= lo:
+            c = chunks[nxt]
+            # Highest version first; equal versions: the later-starting, then shorter chunk.
+            heapq.heappush(heap, (-rank[c.version], -c.start, c.end, nxt, c))
+            nxt += 1
+        while heap and heap[0][2] <= lo:
+            heapq.heappop(heap)
+        if not heap:
+            continue
+        winner = heap[0][4]
+        if pieces and pieces[-1][2] is winner and pieces[-1][1] == lo:
+            pieces[-1] = (pieces[-1][0], hi, winner)
+        else:
+            pieces.append((lo, hi, winner))
+    return pieces
 
 
 @contextmanager
@@ -645,7 +669,7 @@ def _no_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _disjoint(chunks: list[_Chunk]) -> bool:
+def _disjoint(chunks: Sequence[ChunkSpan]) -> bool:
     """True when chunks sorted by start are non-empty and overlap none of the others: each
     then serves its whole interval alone (what the sweep would find, one piece each)."""
     previous_end = None

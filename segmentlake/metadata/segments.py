@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.segment import DataSegment
-from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.core.shard_spec import TombstoneShardSpec
+from segmentlake.core.timeline import VISIBLE, VersionedIntervalTimeline, winning_pieces
 from segmentlake.metadata.records import (
     SEGMENT,
     SEGMENT_COLUMNS,
@@ -27,7 +29,15 @@ from segmentlake.metadata.store import Change, MetadataStore, PartitionState, no
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.visibility import affected_scope, visibility_changes
 
-__all__ = ["set_used", "used_segment_rows", "used_segments", "used_timeline"]
+__all__ = [
+    "VisibleChunk",
+    "VisiblePiece",
+    "set_used",
+    "used_segment_rows",
+    "used_segments",
+    "used_timeline",
+    "visible_pieces",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +76,77 @@ def used_timeline(store: MetadataStore, datasource: str) -> VersionedIntervalTim
     iteration first touches its chunk."""
     table = store.arrow(datasource, pc.field("used"), kinds=[SEGMENT], columns=SEGMENT_COLUMNS)
     return VersionedIntervalTimeline.from_records(segment_records(datasource, table))
+
+
+@dataclass(frozen=True, slots=True)
+class VisibleChunk:
+    """The visible segments of one chunk (interval and version) as their records give them:
+    partition numbers and rows of those holding data (tombstones only hide)."""
+
+    start: int
+    end: int
+    version: str
+    partitions: tuple[int, ...]
+    num_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class VisiblePiece:
+    """One piece of the visible timeline: what :meth:`VersionedIntervalTimeline.lookup`
+    returns as a holder, summed up (interval clipped to the query, the serving chunk)."""
+
+    interval: Interval
+    chunk: VisibleChunk
+
+
+def visible_pieces(
+    store: MetadataStore, datasource: str, interval: Interval = ETERNITY
+) -> list[VisiblePiece]:
+    """The visible pieces of ``datasource`` overlapping ``interval``, in time order, from the
+    records' maintained visibility: the chunks holding visible segments are exactly the ones
+    that serve some instant, so sweeping them alone gives the timeline's pieces, with no
+    segment built (a listing of 10^5 segments in a tenth of the time)."""
+    condition = pc.field("visibility") == VISIBLE
+    if interval != ETERNITY:
+        condition = condition & _overlapping(interval)
+    table = store.arrow(
+        datasource,
+        condition,
+        kinds=[SEGMENT],
+        columns=("start_ms", "end_ms", "version", "partition_num", "num_rows", "shard_type"),
+    )
+    chunks = _visible_chunks(table)
+    pieces = winning_pieces(chunks, interval.start_millis, interval.end_millis)
+    return [
+        VisiblePiece(
+            chunk=chunk,
+            interval=Interval.of_millis(start, end),
+        )
+        for start, end, chunk in pieces
+        if chunk.partitions
+    ]
+
+
+def _visible_chunks(table: pa.Table) -> list[VisibleChunk]:
+    data = table.filter(pc.field("shard_type") != TombstoneShardSpec.type_name)
+    # Every chunk, tombstone-only ones too: they win their instants and serve nothing.
+    keys = ["start_ms", "end_ms", "version"]
+    served = data.group_by(keys, use_threads=False).aggregate(
+        [("partition_num", "list"), ("num_rows", "sum")]
+    )
+    found = {
+        (start, end, version): (tuple(sorted(parts)), rows or 0)
+        for start, end, version, parts, rows in zip(
+            *(served.column(c).to_pylist() for c in (*keys, "partition_num_list")),
+            served.column("num_rows_sum").to_pylist(),
+            strict=True,
+        )
+    }
+    every = table.select(keys).group_by(keys, use_threads=False).aggregate([])
+    return [
+        VisibleChunk(start, end, version, *found.get((start, end, version), ((), 0)))
+        for start, end, version in zip(*(every.column(c).to_pylist() for c in keys), strict=True)
+    ]
 
 
 def set_used(

@@ -311,9 +311,7 @@ class PartitionFold:
             self.deferred_since = None
         if not table.num_rows:
             return
-        kinds = table["kind"]
-        for kind in pc.unique(kinds).to_pylist():
-            part = table.filter(pc.equal(kinds, kind)) if len(kinds) > 1 else table
+        for kind, part in _parts_by_kind(table):
             fold = self._kinds.get(kind)
             if fold is None:
                 fold = self._kinds[kind] = _KindFold(self.schema)
@@ -343,6 +341,24 @@ class PartitionFold:
             del self.deferred[path]
         if not self.deferred:
             self.deferred_since = None
+
+
+def _parts_by_kind(table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """``table``'s rows of each kind. A folded file holds its kinds one after another: each
+    is then a slice (no copy of 10^6 segment records); rows of mixed kinds are filtered."""
+    kinds = table["kind"]
+    if table.num_rows == 1:
+        return [(kinds[0].as_py(), table)]
+    changes = pc.not_equal(kinds.slice(1), kinds.slice(0, len(kinds) - 1))
+    starts = [0, *(np.flatnonzero(changes.to_numpy(zero_copy_only=False)) + 1)]
+    names = [kinds[i].as_py() for i in starts]
+    if len(set(names)) == len(names):
+        ends = [*starts[1:], table.num_rows]
+        return [
+            (name, table.slice(lo, hi - lo))
+            for name, lo, hi in zip(names, starts, ends, strict=True)
+        ]
+    return [(kind, table.filter(pc.equal(kinds, kind))) for kind in pc.unique(kinds).to_pylist()]
 
 
 def _by_kind(keys: Iterable[str]) -> dict[str, pa.Array]:
