@@ -36,6 +36,9 @@ class SegmentId:
     interval: Interval
     version: str
     partition_num: int = 0
+    # The string form, made on first use: a publish of 10^4 segments asks for each several
+    # times, and formatting two timestamps costs more than the rest of the id.
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name("datasource", self.datasource)
@@ -44,11 +47,15 @@ class SegmentId:
             raise SpecError(f"partition_num must be an int >= 0, got {self.partition_num!r}")
 
     def __str__(self) -> str:
-        base = (
-            f"{self.datasource}_{format_timestamp(self.interval.start_millis)}_"
-            f"{format_timestamp(self.interval.end_millis)}_{self.version}"
-        )
-        return base if self.partition_num == 0 else f"{base}_{self.partition_num}"
+        text = self._text
+        if text is None:
+            base = (
+                f"{self.datasource}_{format_timestamp(self.interval.start_millis)}_"
+                f"{format_timestamp(self.interval.end_millis)}_{self.version}"
+            )
+            text = base if self.partition_num == 0 else f"{base}_{self.partition_num}"
+            object.__setattr__(self, "_text", text)
+        return text
 
     @classmethod
     def parse(cls, text: str, datasource: str | None = None) -> SegmentId:
@@ -144,6 +151,8 @@ class DataSegment:
     last_compaction_state: Mapping[str, Any] | None = None
     binary_version: int = 9
     schema: SegmentSchema | None = None
+    # The id, made on first use (it is asked for again and again while publishing).
+    _id: SegmentId | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name("datasource", self.datasource)
@@ -217,13 +226,18 @@ class DataSegment:
         )
         set_binary_version(segment, binary_version)
         set_schema(segment, schema)
+        _set_id(segment, None)
         return segment
 
     @property
     def id(self) -> SegmentId:
-        return SegmentId(
-            self.datasource, self.interval, self.version, self.shard_spec.partition_num
-        )
+        found = self._id
+        if found is None:
+            found = SegmentId(
+                self.datasource, self.interval, self.version, self.shard_spec.partition_num
+            )
+            _set_id(self, found)
+        return found
 
     @property
     def is_tombstone(self) -> bool:
@@ -340,6 +354,9 @@ class DataSegment:
 _SLOT_SETTERS: tuple[Callable[[DataSegment, Any], None], ...] = tuple(
     getattr(DataSegment, name).__set__ for name in _FIELD_NAMES
 )
+
+# The cached id's slot setter (a frozen dataclass refuses plain assignment).
+_set_id: Callable[[DataSegment, SegmentId | None], None] = vars(DataSegment)["_id"].__set__
 
 _SCALARS = (str, int, float, bool, type(None))
 

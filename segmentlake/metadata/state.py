@@ -222,6 +222,14 @@ class PartitionFold:
         self.deferred_since: float | None = None
         self.refreshed = time.monotonic()
         self._views: dict[tuple[str, ...] | None, pa.Table] = {}
+        # When a cold read left a full fold's deletions out (None: it never did); until they
+        # are past retention, this fold lacks deletions a lagging reader may need.
+        self.tombstones_skipped_ms: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing read yet: a cold start (deletions in a full fold delete nothing here)."""
+        return not self.applied and self.max_rev < 0
 
     def stale(self, retention_ms: int) -> bool:
         """Whether this fold went unrefreshed for so long that deletions it never saw may have
@@ -294,6 +302,7 @@ class PartitionFold:
         self.deferred = {}
         self.deferred_since = None
         self._views = {}
+        self.tombstones_skipped_ms = None
 
     def defer(self, path: str, wrote: Scope) -> None:
         """Note a file to fold in once a read needs what it wrote."""

@@ -78,6 +78,8 @@ FOLLOW_GAP_S = 120.0
 # Commit records kept from followed entries (a lost race asks for the winners' since its read).
 _RECORDS_KEPT = 4096
 _THREADED_READ_ROWS = 16_384  # rows from which a file is read with threads
+# Parquet key of a full fold's row count before its deletions (write_rows).
+_LIVE_ROWS_KEY = "segmentlake.live_rows"
 ENGINE_INFO = "segmentlake-metadata"
 
 
@@ -274,13 +276,26 @@ class MetadataTable:
     def read_file(self, path: str, *, dictionary: Sequence[str] = ()) -> pa.Table:
         """A data file's rows with the file schema's columns and types (``dictionary``:
         columns kept dictionary-encoded in memory, for long repeated strings)."""
+        return self._read(path, dictionary, live_only=False).rows
+
+    def read_live_rows(self, path: str, *, dictionary: Sequence[str] = ()) -> FileRows:
+        """:meth:`read_file` without a full fold's deletions (:meth:`write_rows`), for a
+        reader that holds no row of the partition yet: they delete nothing it has."""
+        return self._read(path, dictionary, live_only=True)
+
+    def _read(self, path: str, dictionary: Sequence[str], *, live_only: bool) -> FileRows:
         # ParquetFile, not read_table: its dataset machinery costs three times the read of a
         # file of a few rows, which is most files here. Only a large (folded) file is worth
         # the thread pool: columns decoded in parallel halve a cold 10^5-row read.
         with self._fs.open_input_file(self.log.full(path)) as handle:
             file = pq.ParquetFile(handle, read_dictionary=list(dictionary) or None)
-            table = file.read(use_threads=file.metadata.num_rows >= _THREADED_READ_ROWS)
-        return _conform(table, self.file_schema, dictionary)
+            threads = file.metadata.num_rows >= _THREADED_READ_ROWS
+            groups = _live_row_groups(file) if live_only else None
+            if groups is None:
+                table = file.read(use_threads=threads)
+            else:
+                table = file.read_row_groups(groups, use_threads=threads)
+        return FileRows(_conform(table, self.file_schema, dictionary), groups is not None)
 
     def records(self, after: int, upto: int) -> list[tuple[int, dict[str, Any] | None]]:
         """Each version in ``(after, upto]`` with its segmentlake commit record (None for a
@@ -311,14 +326,26 @@ class MetadataTable:
 
     # -- the conditional commit ----------------------------------------------------------------
 
-    def write_rows(self, datasource: str, rows: pa.Table) -> AddAction:
+    def write_rows(
+        self, datasource: str, rows: pa.Table, *, full_fold_deletions: pa.Table | None = None
+    ) -> AddAction:
         """Write ``rows`` (file schema) as a new Parquet file of ``datasource``'s partition;
-        the add action that commits it."""
+        the add action that commits it. A full fold passes its deletions apart: they follow
+        the rows in row groups of their own, which a reader starting from nothing skips
+        (after a big publish they are two thirds of the file: its allocations and locks)."""
         relative = f"{PARTITION_COLUMN}={_escape(datasource)}/part-{uuid.uuid4().hex}.parquet"
         full = self.log.full(relative)
         if self.log.local:
             os.makedirs(os.path.dirname(full), exist_ok=True)
-        pq.write_table(rows, full, filesystem=self._fs, compression="zstd")
+        count = rows.num_rows
+        if full_fold_deletions is None or not full_fold_deletions.num_rows:
+            pq.write_table(rows, full, filesystem=self._fs, compression="zstd")
+        else:
+            schema = rows.schema.with_metadata({_LIVE_ROWS_KEY: str(rows.num_rows)})
+            with pq.ParquetWriter(full, schema, filesystem=self._fs, compression="zstd") as out:
+                out.write_table(rows.replace_schema_metadata(schema.metadata))
+                out.write_table(full_fold_deletions.replace_schema_metadata(schema.metadata))
+            count += full_fold_deletions.num_rows
         size = self._fs.get_file_info(full).size
         return AddAction(
             relative,
@@ -326,7 +353,7 @@ class MetadataTable:
             {PARTITION_COLUMN: datasource},
             int(time.time() * 1000),
             True,
-            json.dumps({"numRecords": rows.num_rows}),
+            json.dumps({"numRecords": count}),
         )
 
     def commit(
@@ -422,6 +449,31 @@ def _escape(value: str) -> str:
     """A partition value as a directory name that needs no URI escaping in the log (readers
     take the partition value from the log, so the name only has to be a safe path)."""
     return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in value)
+
+
+@dataclass(frozen=True)
+class FileRows:
+    """The rows read from a metadata file, and whether its full fold's deletions were left
+    out (:meth:`MetadataTable.read_file` with ``live_only``)."""
+
+    rows: pa.Table
+    skipped_deletions: bool = False
+
+
+def _live_row_groups(file: pq.ParquetFile) -> list[int] | None:
+    """The row groups holding a full fold's rows before its deletions; None when the file
+    is no full fold with deletions (read all of it)."""
+    metadata = file.schema_arrow.metadata or {}
+    text = metadata.get(_LIVE_ROWS_KEY.encode())
+    if text is None:
+        return None
+    wanted, total, groups = int(text), 0, []
+    for i in range(file.metadata.num_row_groups):
+        if total >= wanted:
+            break
+        groups.append(i)
+        total += file.metadata.row_group(i).num_rows
+    return groups if total == wanted else None
 
 
 def _conform(table: pa.Table, schema: pa.Schema, dictionary: Sequence[str]) -> pa.Table:

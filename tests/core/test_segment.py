@@ -382,7 +382,8 @@ def test_to_json_has_druid_descriptor_fields():
 def _same(a: DataSegment, b: DataSegment) -> None:
     assert a == b
     for f in dataclasses.fields(DataSegment):
-        assert getattr(a, f.name) == getattr(b, f.name), f.name
+        if f.compare:  # not the id cached on first use
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
 
 
 @pytest.mark.parametrize(

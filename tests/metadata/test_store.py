@@ -144,6 +144,41 @@ def test_a_lagging_reader_sees_a_deletion_whose_file_was_folded_away(lake: Lake,
     assert MetadataStore(lake.warehouse).rows(ds) == []
 
 
+def test_a_cold_reader_skips_a_full_folds_deletions_and_folds_from_files_meanwhile(
+    lake: Lake, ds: str
+) -> None:
+    lake.metadata.create()
+    writer, lagging = MetadataStore(lake.warehouse), MetadataStore(lake.warehouse)
+    kept, doomed = lock(ds, "kept", *DAY.key), lock(ds, "doomed", *NEXT_DAY.key)
+    writer.commit(writer.read(ds), [Change("upsert", kept), Change("upsert", doomed)],
+                  commit_id="in", operation="t")  # fmt: skip
+    assert {r["id"] for r in lagging.rows(ds)} == {"kept", "doomed"}
+    writer.commit(writer.read(ds), [Change("delete", doomed)], commit_id="out", operation="t")
+    writer.upkeep(ds, min_files=1)  # a full fold: the deletion goes after the live rows
+    writer.table.refresh()
+    (folded,) = [f for f in writer.table.files() if f.datasource == ds]
+    assert [(r["id"], r["deleted"]) for r in writer.table.read_file(folded.path).to_pylist()] == [
+        ("kept", False), ("doomed", True)
+    ]  # fmt: skip
+    live = writer.table.read_live_rows(folded.path)
+    assert live.skipped_deletions
+    assert [r["id"] for r in live.rows.to_pylist()] == ["kept"]
+
+    cold = MetadataStore(lake.warehouse)
+    assert [r["id"] for r in cold.rows(ds)] == ["kept"]  # the deletion left unread
+    assert [r["id"] for r in lagging.rows(ds)] == ["kept"]  # a lagging reader needs it
+    # The cold store's fold lacks the deletion: its own full fold reads the files instead
+    # of writing what it holds, so the deletion survives for readers lagging still.
+    cold.commit(cold.read(ds), [Change("upsert", lock(ds, "new", *DAY.key))],
+                commit_id="new", operation="t")  # fmt: skip
+    cold.upkeep(ds, min_files=1)
+    cold.table.refresh()
+    (refolded,) = [f for f in cold.table.files() if f.datasource == ds]
+    assert sorted(
+        (r["id"], r["deleted"]) for r in cold.table.read_file(refolded.path).to_pylist()
+    ) == [("doomed", True), ("kept", False), ("new", False)]
+
+
 def test_upkeep_leaves_a_large_fold_alone_until_the_changes_beside_it_add_up(
     lake: Lake, ds: str
 ) -> None:
