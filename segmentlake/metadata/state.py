@@ -220,6 +220,10 @@ class PartitionFold:
         # Files not read yet, with the scope their commit wrote (see MetadataStore._current).
         self.deferred: dict[str, Scope] = {}
         self.deferred_since: float | None = None
+        # Where the deferred files wrote, indexed (entries of files since applied are
+        # skipped, and dropped now and then): a read finds which of a few hundred deferred
+        # files of other chunks it needs with numpy, not a Scope test each.
+        self._index = _DeferredIndex()
         self.refreshed = time.monotonic()
         self._views: dict[tuple[str, ...] | None, pa.Table] = {}
         # When a cold read left a full fold's deletions out (None: it never did); until they
@@ -301,6 +305,7 @@ class PartitionFold:
         self.applied = set()
         self.deferred = {}
         self.deferred_since = None
+        self._index = _DeferredIndex()
         self._views = {}
         self.tombstones_skipped_ms = None
 
@@ -309,6 +314,21 @@ class PartitionFold:
         if not self.deferred:
             self.deferred_since = time.monotonic()
         self.deferred[path] = wrote
+        self._index.add(path, wrote)
+
+    def due(self, scope: Scope) -> list[str]:
+        """The deferred files whose commit wrote within ``scope``, in the order deferred."""
+        if self._index.size > 2 * len(self.deferred) + 64:
+            self._index = _DeferredIndex()
+            for path, wrote in self.deferred.items():
+                self._index.add(path, wrote)
+        if not self.deferred or not scope:
+            return []
+        if scope.everything:
+            return list(self.deferred)
+        deferred = self.deferred
+        maybe = self._index.candidates(scope)
+        return [p for p in maybe if p in deferred and deferred[p].overlaps(scope)]
 
     def apply(self, path: str, table: pa.Table) -> None:
         """Fold one file's row versions in (each key appears once in a file): per key, the
@@ -350,6 +370,52 @@ class PartitionFold:
             del self.deferred[path]
         if not self.deferred:
             self.deferred_since = None
+
+
+class _DeferredIndex:
+    """Deferred files by the time ranges and keys their commits wrote (append-only)."""
+
+    def __init__(self) -> None:
+        self._order: dict[str, int] = {}
+        self._range_paths: list[str] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._by_key: dict[str, list[str]] = {}
+        self._everything: list[str] = []
+
+    @property
+    def size(self) -> int:
+        return len(self._order)
+
+    def add(self, path: str, wrote: Scope) -> None:
+        self._order.setdefault(path, len(self._order))
+        if wrote.everything:
+            self._everything.append(path)
+        for start, end in wrote.ranges:
+            self._range_paths.append(path)
+            self._starts.append(start)
+            self._ends.append(end)
+            self._arrays = None
+        for key in wrote.keys:
+            self._by_key.setdefault(key, []).append(path)
+
+    def candidates(self, scope: Scope) -> list[str]:
+        found = set(self._everything)
+        if scope.ranges and self._range_paths:
+            if self._arrays is None:
+                self._arrays = (
+                    np.array(self._starts, dtype=np.int64),
+                    np.array(self._ends, dtype=np.int64),
+                )
+            starts, ends = self._arrays
+            hit = np.zeros(len(starts), dtype=bool)
+            for start, end in scope.ranges:
+                hit |= (starts < end) & (ends > start)
+            found.update(self._range_paths[i] for i in np.flatnonzero(hit))
+        for key in scope.keys:
+            found.update(self._by_key.get(key, ()))
+        return sorted(found, key=self._order.__getitem__)
 
 
 def _parts_by_kind(table: pa.Table) -> list[tuple[str, pa.Table]]:

@@ -334,7 +334,7 @@ class MetadataStore:
 
     def _catch_up(self, datasource: str, fold: PartitionFold, scope: Scope) -> bool:
         """Apply the deferred files whose write scope overlaps ``scope``; whether any was."""
-        due = [path for path, wrote in fold.deferred.items() if wrote.overlaps(scope)]
+        due = fold.due(scope)
         if not due:
             return False
         if not self._apply_files(fold, due):

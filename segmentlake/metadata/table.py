@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, write_deltalake
@@ -521,7 +522,7 @@ def _commit_record(info: Mapping[str, Any]) -> dict[str, Any]:
     raw = info.get(COMMIT_RECORD_KEY)
     if raw is None:
         return {"foreign": True, "operation": info.get("operation")}
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+    return orjson.loads(raw) if isinstance(raw, str) else dict(raw)
 
 
 def _entry(
