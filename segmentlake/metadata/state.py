@@ -324,10 +324,8 @@ class PartitionFold:
                 self._index.add(path, wrote)
         if not self.deferred or not scope:
             return []
-        if scope.everything:
-            return list(self.deferred)
         deferred = self.deferred
-        maybe = self._index.candidates(scope)
+        maybe = list(deferred) if scope.everything else self._index.candidates(scope)
         return [p for p in maybe if p in deferred and deferred[p].overlaps(scope)]
 
     def apply(self, path: str, table: pa.Table) -> None:

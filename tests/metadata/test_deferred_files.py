@@ -191,3 +191,30 @@ def test_folds_are_size_tiered_below_the_full_fold() -> None:
     # Everything beside the base reaching a quarter of it: one full fold.
     taken, full = _to_fold(files(400, 60, 30, 10))
     assert (len(taken), full) == (4, True)
+
+
+def test_due_files_are_those_whose_writes_meet_the_read() -> None:
+    """The deferred-file index answers as a Scope test of every deferred file would."""
+    import random
+
+    from segmentlake.metadata.records import TABLE_SCHEMA
+    from segmentlake.metadata.scope import EVERYTHING
+    from segmentlake.metadata.state import PartitionFold
+
+    rng = random.Random(7)
+
+    def scope() -> Scope:
+        if rng.random() < 0.05:
+            return EVERYTHING
+        ranges = [(s, s + rng.randint(1, 30)) for s in rng.sample(range(0, 500), rng.randint(0, 3))]
+        keys = [f"k{rng.randint(0, 20)}" for _ in range(rng.randint(0, 2))]
+        return Scope.of(ranges, keys)
+
+    fold = PartitionFold(TABLE_SCHEMA)
+    for n in range(400):
+        fold.defer(f"f{n}", scope())
+        if rng.random() < 0.4:  # some are applied meanwhile (and the index compacts)
+            fold.deferred.pop(f"f{rng.randint(0, n)}", None)
+        read = scope()
+        expected = [p for p, wrote in fold.deferred.items() if wrote.overlaps(read)]
+        assert fold.due(read) == expected
