@@ -104,8 +104,8 @@ def visible_pieces(
 ) -> list[VisiblePiece]:
     """The visible pieces of ``datasource`` overlapping ``interval``, in time order, from the
     records' maintained visibility: the chunks holding visible segments are exactly the ones
-    that serve some instant, so sweeping them alone gives the timeline's pieces, with no
-    segment built (a listing of 10^5 segments in a tenth of the time)."""
+    that serve some instant, so sweeping them alone gives the timeline's pieces with no
+    segment built."""
     condition = pc.field("visibility") == VISIBLE
     if interval != ETERNITY:
         condition = condition & _overlapping(interval)
@@ -118,10 +118,7 @@ def visible_pieces(
     chunks = _visible_chunks(table)
     pieces = winning_pieces(chunks, interval.start_millis, interval.end_millis)
     return [
-        VisiblePiece(
-            chunk=chunk,
-            interval=Interval.of_millis(start, end),
-        )
+        VisiblePiece(Interval.of_millis(start, end), chunk)
         for start, end, chunk in pieces
         if chunk.partitions
     ]
