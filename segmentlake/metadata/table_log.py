@@ -180,6 +180,13 @@ class TableLog:
         except (FileNotFoundError, OSError, ValueError, KeyError):
             return None
 
+    def last_checkpoint_age_s(self) -> float | None:
+        """Seconds since the latest checkpoint was written, None when there is none."""
+        info = self.fs.get_file_info(self.full("_delta_log/_last_checkpoint"))
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            return None
+        return max(0.0, time.time() - info.mtime.timestamp())
+
     def added_files(self, start: int, end: int) -> list[AddedFile]:
         """The files added by versions ``start..end`` (inclusive)."""
         found = []

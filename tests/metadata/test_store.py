@@ -294,3 +294,30 @@ def test_a_log_listing_caught_between_two_new_entries_is_loaded_again(tmp_path: 
     threading.Timer(0.02, os.rename, (aside, entry)).start()
 
     assert TableLog(store.path).table().version() == 3
+
+
+def test_checkpoints_come_no_sooner_than_their_interval(
+    lake: Lake, ds: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint carries an action per file within vacuum retention: on a busy table one
+    every few versions would write megabytes a second, so they are also spaced in time."""
+    from segmentlake.metadata import store as store_module
+
+    monkeypatch.setattr(store_module, "CHECKPOINT_EVERY", 1)
+    lake.metadata.create()
+    store = MetadataStore(lake.warehouse)
+
+    def commit_some(count: int) -> None:
+        for i in range(count):
+            row = lock(ds, f"l{i}", *day_after(i).key)
+            store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"c{i}", operation="t")
+            store.settle()
+
+    def checkpoints() -> int:
+        return len(list(Path(lake.metadata.path).glob("_delta_log/*.checkpoint.parquet")))
+
+    commit_some(5)
+    assert checkpoints() == 1  # the first is due at once; the others within 10 s are not
+    monkeypatch.setattr(store_module, "CHECKPOINT_MIN_INTERVAL_S", 0.0)
+    commit_some(2)
+    assert checkpoints() == 3
