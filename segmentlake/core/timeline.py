@@ -524,7 +524,9 @@ class VersionedIntervalTimeline:
         """Every held segment that :meth:`is_overshadowed` (what cleanup marks unused), in
         the order of :meth:`__iter__`."""
         self._load_all()
-        pieces = self._pieces(ETERNITY.start_millis, ETERNITY.end_millis)
+        return self._fully_overshadowed(self._pieces(ETERNITY.start_millis, ETERNITY.end_millis))
+
+    def _fully_overshadowed(self, pieces: list[tuple[int, int, _Chunk]]) -> list[DataSegment]:
         piece_starts = [p[0] for p in pieces]
         found = []
         for key in sorted(self._chunks):
@@ -534,14 +536,15 @@ class VersionedIntervalTimeline:
             versions = self._chunks[key]
             for version in sorted(versions):
                 chunk = versions[version]
+                serves = any(piece[2] is chunk for piece in overlapping)
+                if serves and not any(v.shard_spec.minor_version for v in chunk.visible()):
+                    continue  # nothing of a serving chunk is overshadowed but by minor versions
                 segments = [seg for _, seg in sorted(chunk.segments.items())]
-                if any(piece[2] is chunk for piece in overlapping):
+                if serves:
                     # The chunk serves part of its interval, so a segment of it is overshadowed
                     # only if a visible segment of a complete AUG of the chunk overshadows it,
                     # which needs a minor version above 0: filter once per segment, not once
                     # per (segment, piece, visible segment).
-                    if not any(v.shard_spec.minor_version for v in chunk.visible()):
-                        continue
                     shadow = _Overshadowing(
                         _root_key(v) for v in chunk.whole() if v.shard_spec.minor_version
                     )
@@ -556,8 +559,10 @@ class VersionedIntervalTimeline:
         ``visible`` (it serves some instant; a visible tombstone hides what is under it),
         ``overshadowed`` (:meth:`is_overshadowed`: cleanup may mark it unused) or ``standby``
         (neither: e.g. part of a chunk or atomic update group that is not complete yet)."""
-        states = dict.fromkeys(self.find_fully_overshadowed(), OVERSHADOWED)
-        for _, _, chunk in self._pieces(ETERNITY.start_millis, ETERNITY.end_millis):
+        self._load_all()
+        pieces = self._pieces(ETERNITY.start_millis, ETERNITY.end_millis)
+        states = dict.fromkeys(self._fully_overshadowed(pieces), OVERSHADOWED)
+        for _, _, chunk in pieces:
             states.update(dict.fromkeys(chunk.visible(), VISIBLE))
         return {segment: states.get(segment, STANDBY) for segment in self}
 

@@ -106,9 +106,10 @@ def publish(
         copies = upgrades(state, segments, replaced=replaced, appended=appended)
         new = [*segments, *copies]
         used = [r for r in state.of(SEGMENT) if r["used"]]
+        used_ids = {r["id"] for r in used}
         states, updates = visibility_changes(
             used,
-            added=[s for s in new if str(s.id) not in {r["id"] for r in used}],
+            added=[s for s in new if str(s.id) not in used_ids],
             changed=[s.interval for s in new],
             scope=state.scope,
             now_ms=at,
