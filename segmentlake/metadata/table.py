@@ -74,7 +74,7 @@ TABLE_PROPERTIES = {
 
 
 # A reader that paused this long reloads through delta-rs rather than replaying every entry
-# since (the log cleanup keeps entries for 5 minutes: store.LOG_RETENTION_MS).
+# since (the log cleanup keeps entries for 2 minutes: store.LOG_RETENTION_MS).
 FOLLOW_GAP_S = 120.0
 # Commit records kept from followed entries (a lost race asks for the winners' since its read).
 _RECORDS_KEPT = 4096

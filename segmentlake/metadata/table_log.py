@@ -247,7 +247,7 @@ T = TypeVar("T")
 # having a gap (seen at 65 commits/s: every checkpoint of a 10^4-commit run failed so). The
 # gap is gone by the next listing.
 _LISTING_GAP = "Expected contiguous commit files"
-_GAP_RETRIES = 6
+_GAP_RETRIES = 12  # pauses of up to 0.02 s x attempt: 1.5 s in all at most
 
 
 def load_through_gaps(load: Callable[[], T]) -> T:
