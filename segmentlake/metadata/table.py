@@ -455,7 +455,7 @@ def _escape(value: str) -> str:
 @dataclass(frozen=True)
 class FileRows:
     """The rows read from a metadata file, and whether its full fold's deletions were left
-    out (:meth:`MetadataTable.read_file` with ``live_only``)."""
+    out (:meth:`MetadataTable.read_live_rows`)."""
 
     rows: pa.Table
     skipped_deletions: bool = False
