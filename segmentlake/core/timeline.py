@@ -23,17 +23,16 @@ method behaves as if all segments had been added up front.
 
 from __future__ import annotations
 
-import gc
 import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from segmentlake.core.collection import collection_paused
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
@@ -373,7 +372,7 @@ class VersionedIntervalTimeline:
         """Build ``chunks`` of the record index and put them into the timeline's structures.
         No datasource check: the index holds records of the timeline's own datasource."""
         if len(chunks):
-            with _no_collection():
+            with collection_paused():
                 self._absorb_chunks(lazy.take(chunks))
 
     def _absorb_chunks(self, loaded: list[LoadedChunk]) -> None:
@@ -497,7 +496,7 @@ class VersionedIntervalTimeline:
 
     def lookup(self, interval: Interval) -> list[TimelineObjectHolder]:
         """The visible pieces overlapping ``interval``, in time order, clipped to it."""
-        with _no_collection():  # a lookup of all time may build 10^6 chunks' visible sets
+        with collection_paused():  # a lookup of all time may build 10^6 chunks' visible sets
             pieces = self._pieces(interval.start_millis, interval.end_millis)
             return [holder for piece in pieces if (holder := _piece_holder(*piece)) is not None]
 
@@ -535,36 +534,96 @@ class VersionedIntervalTimeline:
             overlapping = pieces[lo:hi]
             versions = self._chunks[key]
             for version in sorted(versions):
-                chunk = versions[version]
-                serves = any(piece[2] is chunk for piece in overlapping)
-                if serves and not any(v.shard_spec.minor_version for v in chunk.visible()):
-                    continue  # nothing of a serving chunk is overshadowed but by minor versions
-                segments = [seg for _, seg in sorted(chunk.segments.items())]
-                if serves:
-                    # The chunk serves part of its interval, so a segment of it is overshadowed
-                    # only if a visible segment of a complete AUG of the chunk overshadows it,
-                    # which needs a minor version above 0: filter once per segment, not once
-                    # per (segment, piece, visible segment).
-                    shadow = _Overshadowing(
-                        _root_key(v) for v in chunk.whole() if v.shard_spec.minor_version
-                    )
-                    segments = [seg for seg in segments if shadow.overshadows(_root_key(seg))]
-                for seg in segments:
-                    if self._overshadowed_in(seg, overlapping):
-                        found.append(seg)
+                found += self._overshadowed_of(versions[version], overlapping)
         return found
+
+    def _overshadowed_of(
+        self, chunk: _Chunk, overlapping: list[tuple[int, int, _Chunk]]
+    ) -> list[DataSegment]:
+        """The segments of ``chunk`` that ``overlapping`` (the pieces overlapping its
+        interval) fully overshadow, by partition number."""
+        serves = any(piece[2] is chunk for piece in overlapping)
+        if serves and not any(v.shard_spec.minor_version for v in chunk.visible()):
+            return []  # nothing of a serving chunk is overshadowed but by minor versions
+        segments = [seg for _, seg in sorted(chunk.segments.items())]
+        if serves:
+            # The chunk serves part of its interval, so a segment of it is overshadowed only
+            # if a visible segment of a complete AUG of the chunk overshadows it, which needs
+            # a minor version above 0: filter once per segment, not once per (segment, piece,
+            # visible segment).
+            shadow = _Overshadowing(
+                _root_key(v) for v in chunk.whole() if v.shard_spec.minor_version
+            )
+            segments = [seg for seg in segments if shadow.overshadows(_root_key(seg))]
+        return [seg for seg in segments if self._overshadowed_in(seg, overlapping)]
 
     def visibility_states(self) -> dict[DataSegment, str]:
         """Every held segment's state, as Druid's OvershadowableManager names them:
         ``visible`` (it serves some instant; a visible tombstone hides what is under it),
         ``overshadowed`` (:meth:`is_overshadowed`: cleanup may mark it unused) or ``standby``
         (neither: e.g. part of a chunk or atomic update group that is not complete yet)."""
+        with collection_paused():  # 10^5 chunks' visible sets and states
+            return self._visibility_states()
+
+    def _visibility_states(self) -> dict[DataSegment, str]:
         self._load_all()
-        pieces = self._pieces(ETERNITY.start_millis, ETERNITY.end_millis)
-        states = dict.fromkeys(self._fully_overshadowed(pieces), OVERSHADOWED)
+        states: dict[DataSegment, str] = {}
+        lone = self._lone_chunks()
+        for chunk in lone:
+            states.update(self._lone_states(chunk))
+        if len(lone) == len(self._chunks):
+            return states
+        # The rest (overlapping intervals, several versions of one): the whole sweep, over a
+        # timeline of just them (a bulk publish into empty HOUR chunks is all lone ones).
+        rest = self
+        if lone:
+            rest = VersionedIntervalTimeline()
+            lone_ids = {id(c) for c in lone}
+            rest.add_all(
+                seg
+                for versions in self._chunks.values()
+                for chunk in versions.values()
+                if id(chunk) not in lone_ids
+                for seg in chunk.segments.values()
+            )
+        pieces = rest._pieces(ETERNITY.start_millis, ETERNITY.end_millis)
+        found = dict.fromkeys(rest._fully_overshadowed(pieces), OVERSHADOWED)
         for _, _, chunk in pieces:
-            states.update(dict.fromkeys(chunk.visible(), VISIBLE))
-        return {segment: states.get(segment, STANDBY) for segment in self}
+            found.update(dict.fromkeys(chunk.visible(), VISIBLE))
+        for versions in rest._chunks.values():
+            for chunk in versions.values():
+                for seg in chunk.segments.values():
+                    states[seg] = found.get(seg, STANDBY)
+        return states
+
+    def _lone_chunks(self) -> list[_Chunk]:
+        """The chunks alone in their interval: one version, and no other interval overlapping
+        it. Nothing weighs against them, so each decides its segments' states by itself."""
+        keys = sorted(self._chunks)
+        lone: list[_Chunk] = []
+        reach = keys[0][0] if keys else 0  # the furthest end of the intervals before this one
+        for i, (start, end) in enumerate(keys):
+            alone = start >= reach and (i + 1 == len(keys) or keys[i + 1][0] >= end)
+            reach = max(reach, end)
+            if alone:
+                versions = self._chunks[(start, end)]
+                if len(versions) == 1:
+                    lone += versions.values()
+        return lone
+
+    def _lone_states(self, chunk: _Chunk) -> dict[DataSegment, str]:
+        """:meth:`visibility_states` of a chunk alone in its interval: it is its own only
+        piece when complete; else nothing serves its interval and every segment waits."""
+        if not chunk.is_complete():
+            return dict.fromkeys(chunk.segments.values(), STANDBY)
+        if len(chunk.segments) == 1 and len(chunk.visible()) == 1:
+            return {chunk.visible()[0]: VISIBLE}  # one HOUR chunk each: 10^5 of them
+        states = dict.fromkeys(chunk.segments.values(), STANDBY)
+        if len(states) > len(chunk.visible()):
+            piece = [(chunk.start, chunk.end, chunk)]
+            states.update(dict.fromkeys(self._overshadowed_of(chunk, piece), OVERSHADOWED))
+        states.update(dict.fromkeys(chunk.visible(), VISIBLE))
+        return states
 
     def _overshadowed_in(self, segment: DataSegment, pieces: list[tuple[int, int, _Chunk]]) -> bool:
         start, end = segment.interval.key
@@ -659,19 +718,6 @@ def winning_pieces(chunks: list[Span], start: int, end: int) -> list[tuple[int, 
         else:
             pieces.append((lo, hi, winner))
     return pieces
-
-
-@contextmanager
-def _no_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused: building 10^6 chunks or holders makes objects and
-    no garbage, and the collector would only rescan them, again and again as they grow."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _disjoint(chunks: Sequence[ChunkSpan]) -> bool:

@@ -101,15 +101,15 @@ def span_scope(intervals: Sequence[Interval]) -> Scope:
 def group_scope(store: MetadataStore, datasource: str, group_id: str) -> Scope:
     """The time ranges of the group's locks and its lease: what a decision about the group's
     own locks reads. (The group does not take locks while it decides about them.)"""
-    rows = store.rows(
+    locks = store.arrow(
         datasource,
         pc.field("group_id") == group_id,
         kinds=[LOCK],
         columns=("start_ms", "end_ms"),
         fresh=False,
     )
-    ranges = ((r["start_ms"], r["end_ms"]) for r in rows)
-    return Scope.of(ranges, keys=[lease_key(group_id)])
+    ranges = zip(locks["start_ms"].to_pylist(), locks["end_ms"].to_pylist(), strict=True)
+    return Scope.of(list(ranges), keys=[lease_key(group_id)])
 
 
 class Lockbox:

@@ -8,9 +8,10 @@ duplicate them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from segmentlake.core.interval_index import IntervalIndex
@@ -27,9 +28,10 @@ from segmentlake.metadata.records import (
     lock_from_row,
     segment_from_row,
     segment_row,
+    segment_table,
 )
 from segmentlake.metadata.scope import NOTHING, Scope
-from segmentlake.metadata.store import Change, PartitionState, now_ms
+from segmentlake.metadata.store import Change, ChangeBatch, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, Requirement, transact
 from segmentlake.metadata.upgrade import upgrades
 from segmentlake.metadata.visibility import affected_scope, visibility_changes
@@ -95,15 +97,16 @@ def publish(
         at = now_ms()
         for requirement in requirements:
             requirement(state)
-        # The group's lock rows, not lock objects: a bulk publish holds 10^4 segment locks.
-        mine = [r for r in state.of(LOCK) if r["group_id"] == group_id]
-        live = [r for r in mine if not r["revoked"] and at < int(r["expires_ms"])]
-        covering = _LockCover(live)
+        # The group's lock rows as Arrow, not lock objects: a bulk publish holds 10^4
+        # segment locks.
+        locks = state.table_of(LOCK)
+        covering = _LockCover(datasource, locks.filter(pc.equal(locks["group_id"], group_id)), at)
         for seg in segments:
             if not covering.covers(seg):
-                raise LockRefused(_uncovered(seg, [lock_from_row(r) for r in mine], at))
+                mine = [lock_from_row(r) for r in state.of(LOCK) if r["group_id"] == group_id]
+                raise LockRefused(_uncovered(seg, mine, at))
         _check_new_ids(state, segments)
-        published = {str(seg.id) for seg in segments}
+        published = [str(seg.id) for seg in segments]
         copies = upgrades(state, segments, replaced=replaced, appended=appended)
         new = [*segments, *copies]
         used = [r for r in state.of(SEGMENT) if r["used"]]
@@ -115,26 +118,18 @@ def publish(
             scope=state.scope,
             now_ms=at,
         )
-        changes = [
-            Change(
-                "insert",
-                segment_row(seg, used=True, now_ms=at, visibility=states.get(str(seg.id))),
-            )
-            for seg in new
-        ]
+        changes = _inserts(new, at, states)
         changes += updates
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
         changes += [Change("upsert", row) for row in rows]
         if extra_changes is not None:
             changes += extra_changes(state)
-        changes += [
-            Change("delete", row) for row in state.of(PENDING) if row["payload"] in published
-        ]
+        changes += _pending_deletes(state, published)
         released = 0
         if release_locks:
-            changes += [Change("delete", row) for row in state.of(LOCK)]
+            changes += _deletes(state, LOCK)
             changes += [Change("delete", lease_row(datasource, group_id, expires_ms=0, now_ms=at))]
-            released = len(live)
+            released = covering.live
         else:
             changes += expired_lock_deletes(state, at)
         return Decision(changes, PublishResult(len(segments), released, tuple(copies)))
@@ -150,18 +145,66 @@ def publish(
     )
 
 
+# From this many segments on a publish writes its records as one Arrow batch; fewer are row
+# changes (Arrow's fixed cost per call is more than a few rows' dicts).
+_BULK_SEGMENTS = 64
+
+
+def _inserts(
+    new: Sequence[DataSegment], at: int, states: Mapping[str, str]
+) -> list[Change | ChangeBatch]:
+    """The records of the segments a publish adds."""
+    if len(new) >= _BULK_SEGMENTS:
+        return [ChangeBatch("insert", segment_table(new, used=True, now_ms=at, visibility=states))]
+    return [
+        Change("insert", segment_row(seg, used=True, now_ms=at, visibility=states.get(str(seg.id))))
+        for seg in new
+    ]
+
+
+def _deletes(state: PartitionState, kind: str) -> list[Change | ChangeBatch]:
+    """Deletes of every row of ``kind`` the publish read: one batch when they are many."""
+    if state.few_rows:
+        return [Change("delete", row) for row in state.of(kind)]
+    return [ChangeBatch("delete", state.table_of(kind))]
+
+
+def _pending_deletes(state: PartitionState, published: list[str]) -> list[Change | ChangeBatch]:
+    """Deletes of the pending allocations of the ids published."""
+    if state.few_rows:
+        ids = set(published)
+        return [Change("delete", row) for row in state.of(PENDING) if row["payload"] in ids]
+    pending = state.table_of(PENDING)
+    mine = pc.fill_null(pc.is_in(pending["payload"], value_set=pa.array(published)), False)
+    return [ChangeBatch("delete", pending.filter(mine))]
+
+
 class _LockCover:
     """Whether a group's live locks entitle it to publish a segment, in O(log n) per segment:
-    segment locks by (interval, version, partition), time-chunk locks by interval."""
+    segment locks by (interval, version, partition), time-chunk locks by interval. Built
+    from the group's lock rows column by column (a bulk publish holds 10^4 segment locks)."""
 
-    def __init__(self, rows: Sequence[Row]) -> None:
+    def __init__(self, datasource: str, locks: pa.Table, at: int) -> None:
         segment = LockGranularity.SEGMENT.value
-        self._segment_locks = {
-            ((r["start_ms"], r["end_ms"]), r["version"], r["partition_num"])
-            for r in rows
-            if r["lock_granularity"] == segment
-        }
-        chunk_locks = map(lock_from_row, (r for r in rows if r["lock_granularity"] != segment))
+        names = ("start_ms", "end_ms", "version", "partition_num", "lock_granularity")
+        columns = [locks[n].to_pylist() for n in (*names, "revoked", "expires_ms")]
+        self._segment_locks: set[tuple[tuple[int, int], str, int]] = set()
+        chunk_rows = []
+        self.live = 0
+        for i, (start, end, version, partition, granularity, revoked, expires) in enumerate(
+            zip(*columns, strict=True)
+        ):
+            if revoked or at >= int(expires):
+                continue
+            self.live += 1
+            if granularity == segment:
+                self._segment_locks.add(((start, end), version, partition))
+            else:
+                chunk_rows.append(i)
+        chunk_rows_read = (
+            locks.take(pa.array(chunk_rows, pa.int64())).to_pylist() if chunk_rows else []
+        )
+        chunk_locks = (lock_from_row({"datasource": datasource, **r}) for r in chunk_rows_read)
         self._chunk_locks = IntervalIndex(
             (lk.interval.start_millis, lk.interval.end_millis, lk) for lk in chunk_locks
         )
@@ -187,7 +230,7 @@ def _check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> No
         other = seen.setdefault(sid, seg)
         row = known.get(sid)
         stored = None if row is None else dict(segment_from_row(row).load_spec)
-        if other.load_spec != seg.load_spec or (
+        if (other is not seg and other.load_spec != seg.load_spec) or (
             stored is not None and stored != dict(seg.load_spec)
         ):
             raise SegmentLakeError(

@@ -14,22 +14,47 @@ lease, a task's ledger row, a config row), or *everything* in the datasource.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 __all__ = ["EVERYTHING", "NOTHING", "Scope"]
 
 
 def _merged(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Sorted, disjoint, non-adjacent ranges covering the same instants (empty ones dropped)."""
+    items = ranges if isinstance(ranges, list | tuple) else list(ranges)
+    if len(items) > _MANY:
+        return _merged_many(items)
     out: list[list[int]] = []
-    for start, end in sorted(r for r in ranges if r[0] < r[1]):
+    for start, end in sorted(r for r in items if r[0] < r[1]):
         if out and start <= out[-1][1]:
             out[-1][1] = max(out[-1][1], end)
         else:
             out.append([start, end])
     return tuple((s, e) for s, e in out)
+
+
+# From this many ranges on, merging runs in numpy (the scope of a 10^5-segment publish).
+_MANY = 512
+
+
+def _merged_many(items: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """:func:`_merged` of many ranges: sort, then a running maximum of the ends starts a new
+    range wherever a start lies beyond every earlier end."""
+    spans = np.array(items, dtype=np.int64).reshape(-1, 2)
+    spans = spans[spans[:, 0] < spans[:, 1]]
+    if not len(spans):
+        return ()
+    spans = spans[np.lexsort((spans[:, 1], spans[:, 0]))]
+    starts = spans[:, 0]
+    reach = np.maximum.accumulate(spans[:, 1])
+    first = np.ones(len(spans), dtype=bool)
+    first[1:] = starts[1:] > reach[:-1]
+    last = np.append(np.flatnonzero(first)[1:] - 1, len(spans) - 1)
+    return tuple(zip(starts[first].tolist(), reach[last].tolist(), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +90,14 @@ class Scope:
         if self.keys & other.keys:
             return True
         return _ranges_overlap(self.ranges, other.ranges)
+
+    def overlaps_range(self, start: int, end: int) -> bool:
+        """Whether the instants ``[start, end)`` meet the scope's time ranges: one bisect,
+        no scope made (a visibility change asks this of every used segment it read)."""
+        if self.everything:
+            return start < end
+        i = bisect.bisect_left(self.ranges, (end,))  # the ranges from here start at or after end
+        return start < end and i > 0 and self.ranges[i - 1][1] > start
 
     def to_json(self) -> dict[str, Any]:
         if self.everything:

@@ -174,7 +174,8 @@ def set_used(
     def decide(state: PartitionState) -> Decision[list[str]]:
         at = now_ms()
         rows = state.of(SEGMENT)
-        flips = [r for r in rows if r["id"] in set(wanted) and bool(r["used"]) != used]
+        asked = set(wanted)
+        flips = [r for r in rows if r["id"] in asked and bool(r["used"]) != used]
         if not flips:
             return Decision((), [])
         flipped = {r["id"] for r in flips}

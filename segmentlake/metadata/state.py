@@ -18,7 +18,7 @@ period is rebuilt from the files instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -111,21 +111,21 @@ class _KindFold:
             )
         return self._spans
 
-    def _none_known(self, wanted: pa.Array) -> bool:
-        return self._keyset is not None and self._keyset.isdisjoint(wanted.to_pylist())
+    def _none_known(self, wanted: list[str]) -> bool:
+        return self._keyset is not None and self._keyset.isdisjoint(wanted)
 
-    def revs(self, wanted: pa.Array) -> dict[str, int]:
+    def revs(self, wanted: list[str]) -> dict[str, int]:
         if not self._rows.num_rows or self._none_known(wanted):
             return {}
-        mask = pc.is_in(self._keys, value_set=wanted)
+        mask = pc.is_in(self._keys, value_set=pa.array(wanted, pa.string()))
         found = pc.filter(self._keys, mask).to_pylist()
         return dict(zip(found, pc.filter(self._rows["rev"], mask).to_pylist(), strict=True))
 
-    def present(self, wanted: pa.Array) -> set[str]:
+    def present(self, wanted: list[str]) -> set[str]:
         if not self._rows.num_rows or self._none_known(wanted):
             return set()
         mask = pc.and_(
-            pc.is_in(self._keys, value_set=wanted),
+            pc.is_in(self._keys, value_set=pa.array(wanted, pa.string())),
             pc.invert(pc.fill_null(self._rows["deleted"], False)),
         )
         return set(pc.filter(self._keys, mask).to_pylist())
@@ -292,9 +292,13 @@ class PartitionFold:
 
     def present(self, keys: Iterable[str]) -> set[str]:
         """Those of ``keys`` whose current version is not a deletion."""
+        return self.present_of_kinds(_by_kind(keys))
+
+    def present_of_kinds(self, keys: Mapping[str, list[str]]) -> set[str]:
+        """:meth:`present` of keys already grouped by kind (distinct ones)."""
         out: set[str] = set()
-        for kind, wanted in _by_kind(keys).items():
-            if kind in self._kinds:
+        for kind, wanted in keys.items():
+            if kind in self._kinds and wanted:
                 out |= self._kinds[kind].present(wanted)
         return out
 
@@ -434,8 +438,8 @@ def _parts_by_kind(table: pa.Table) -> list[tuple[str, pa.Table]]:
     return [(kind, table.filter(pc.equal(kinds, kind))) for kind in pc.unique(kinds).to_pylist()]
 
 
-def _by_kind(keys: Iterable[str]) -> dict[str, pa.Array]:
+def _by_kind(keys: Iterable[str]) -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = {}
     for key in set(keys):
         grouped.setdefault(key.split(KEY_SEPARATOR, 1)[0], []).append(key)
-    return {kind: pa.array(sorted(found), pa.string()) for kind, found in grouped.items()}
+    return grouped

@@ -22,11 +22,13 @@ from typing import Generic, TypeVar
 
 import pyarrow.compute as pc
 
+from segmentlake.core.collection import collection_paused
 from segmentlake.errors import CommitConflict, CommitStateUnknown, SegmentLakeError
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.store import (
     ANNOUNCE_AFTER_LOSSES,
     Change,
+    ChangeBatch,
     Conflict,
     MetadataStore,
     PartitionState,
@@ -85,7 +87,7 @@ class Decision(Generic[T]):
     """What a decision function returns: the row changes to commit (none: commit nothing) and
     the result handed back to the caller once they landed."""
 
-    changes: Sequence[Change]
+    changes: Sequence[Change | ChangeBatch]
     result: T
 
 
@@ -124,6 +126,20 @@ def transact(
     then widens to everything). Raises
     :class:`CommitConflict` once the retries are spent, :class:`CommitStateUnknown` when a
     commit failed in a way that leaves its outcome unknown and the log cannot tell."""
+    # A bulk decision (10^5 segments) makes many objects and no cyclic garbage.
+    with collection_paused():
+        return _transact(store, datasource, decide, operation, condition, scope, policy)
+
+
+def _transact(
+    store: MetadataStore,
+    datasource: str,
+    decide: Callable[[PartitionState], Decision[T]],
+    operation: str,
+    condition: pc.Expression | None,
+    scope: Scope | Callable[[], Scope],
+    policy: RetryPolicy | None,
+) -> T:
     policy = policy or RetryPolicy()
     store.create()  # the first write creates the warehouse's metadata table
     started = time.monotonic()

@@ -24,7 +24,7 @@ to the part of the copy's chunk that is visible when the chunk is finer than the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from segmentlake.core.interval import Interval
@@ -51,7 +51,7 @@ def upgrades(
     publish (``appended``) copies its segments into newer chunks. Other publishes (an
     exclusive overwrite, a minor compaction) replace data on purpose and add none."""
     used = [r for r in state.of(SEGMENT) if r["used"]]
-    chunks = _Chunks(used, state.of(PENDING), published)
+    chunks = _Chunks(used, lambda: state.of(PENDING), published)
     copies: list[DataSegment] = []
     data = [s for s in published if not s.is_tombstone]
     if replaced is not None:
@@ -96,9 +96,14 @@ class _Chunks:
     """The chunks copies may go into, with their next free first-generation partition id."""
 
     def __init__(
-        self, used: list[Row], pending: list[Row], published: Sequence[DataSegment]
+        self,
+        used: list[Row],
+        pending: Callable[[], list[Row]],
+        published: Sequence[DataSegment],
     ) -> None:
         self.used = used
+        # The pending rows, made into dicts only when a copy needs a chunk's next partition
+        # (a bulk publish reads 10^4 of them and usually copies nothing).
         self.pending = pending
         self.published = published
         self.known: dict[_ChunkKey, _Chunk] = {}
@@ -133,7 +138,7 @@ class _Chunks:
             start, end, version = key
             rows = [
                 r
-                for r in self.used + self.pending
+                for r in self.used + self.pending()
                 if (r["start_ms"], r["end_ms"], r["version"]) == key
             ]
             members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT])

@@ -30,10 +30,13 @@ from segmentlake.metadata.store import Change, MetadataStore, ScopeTooNarrow
 __all__ = ["affected_scope", "visibility_changes"]
 
 
-def _used(store: MetadataStore, datasource: str, ranges: Iterable[tuple[int, int]]) -> list[Row]:
-    out: list[Row] = []
+def _used(
+    store: MetadataStore, datasource: str, ranges: Iterable[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The intervals of the used segments overlapping ``ranges``."""
+    out: list[tuple[int, int]] = []
     for start, end in ranges:
-        out += store.rows(
+        used = store.arrow(
             datasource,
             pc.field("used"),
             kinds=[SEGMENT],
@@ -41,6 +44,7 @@ def _used(store: MetadataStore, datasource: str, ranges: Iterable[tuple[int, int
             fresh=False,
             scope=Scope.of([(start, end)]),
         )
+        out += zip(used["start_ms"].to_pylist(), used["end_ms"].to_pylist(), strict=True)
     return out
 
 
@@ -48,8 +52,7 @@ def affected_scope(store: MetadataStore, datasource: str, intervals: Sequence[In
     """The time ranges a change of segments in ``intervals`` must read to recompute every
     affected visibility: the hull of each interval with the used segments overlapping it."""
     ranges = [(i.start_millis, i.end_millis) for i in intervals]
-    around = _used(store, datasource, Scope.of(ranges).ranges)
-    return Scope.of(ranges + [(r["start_ms"], r["end_ms"]) for r in around])
+    return Scope.of(ranges + _used(store, datasource, Scope.of(ranges).ranges))
 
 
 def visibility_changes(
@@ -63,12 +66,12 @@ def visibility_changes(
 ) -> tuple[dict[str, str], list[Change]]:
     """The states after adding ``added`` and removing (marking unused) the ids ``removed``
     from the used segments ``used_rows`` (every used segment the transaction read within
-    ``scope``): the new segments' states by id, and upserts for the read records whose state
-    changed. Only segments overlapping ``changed`` can change."""
+    ``scope``): every state by id (the new segments' among them), and upserts for the read
+    records whose state changed. Only segments overlapping ``changed`` can change."""
     gone = set(removed)
     rows = [r for r in used_rows if r["id"] not in gone]
     touched = Scope.of((i.start_millis, i.end_millis) for i in changed)
-    near = [r for r in rows if touched.overlaps(Scope.of([(r["start_ms"], r["end_ms"])]))]
+    near = [r for r in rows if touched.overlaps_range(r["start_ms"], r["end_ms"])]
     _check_within(scope, [(r["start_ms"], r["end_ms"], r["id"]) for r in near])
     _check_within(scope, [(*s.interval.key, str(s.id)) for s in added])
     timeline = VersionedIntervalTimeline(segments_from_rows(rows))
@@ -79,7 +82,7 @@ def visibility_changes(
         state = states.get(row["id"])
         if state is not None and state != row.get("visibility"):
             updates.append(Change("upsert", {**row, "visibility": state, "updated_ms": now_ms}))
-    return {str(s.id): states[str(s.id)] for s in added}, updates
+    return states, updates
 
 
 def _check_within(scope: Scope, spans: Iterable[tuple[int, int, str]]) -> None:

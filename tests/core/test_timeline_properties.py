@@ -366,6 +366,16 @@ def test_visible_segments_dedups(history: History, qs: list[Interval]) -> None:
     assert tl.visible_segments() == tl.visible_segments(ETERNITY)
 
 
+@SETTINGS
+@given(histories())
+def test_visibility_states_match_reference(history: History) -> None:
+    """Chunks alone in their interval take a shortcut; the rest the whole sweep: both agree
+    with the reference's rules."""
+    tl = replay(history.steps)
+    states = {str(s.id): state for s, state in tl.visibility_states().items()}
+    assert states == ref.visibility_states(history.used)
+
+
 # -- rule 1 under stress: arbitrary atomic update groups in one chunk ---------------------------
 
 
@@ -418,6 +428,8 @@ def test_crowded_chunk_matches_reference(segments: list[DataSegment], rnd: rando
     assert as_ref(before) == ref.lookup(segments, q.start_millis, q.end_millis)
     found = tl.find_fully_overshadowed()
     assert found == [s for s in tl if ref.is_overshadowed(segments, s)]
+    states = {str(s.id): state for s, state in tl.visibility_states().items()}
+    assert states == ref.visibility_states(segments)
     for s in found:
         tl.remove(s)
     assert tl.lookup(q) == before

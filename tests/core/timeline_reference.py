@@ -233,3 +233,29 @@ def _spec_overshadows(a, b) -> bool:
         and b.end_root_partition_id <= a.end_root_partition_id
         and a.minor_version > b.minor_version
     )
+
+
+def visibility_states(segments: Iterable[DataSegment]) -> dict[str, str]:
+    """Each segment's state by id: ``visible`` when its chunk serves an elementary piece and
+    the segment is among the chunk's visible ones (tombstones too), else ``overshadowed``
+    when :func:`is_overshadowed`, else ``standby``."""
+    segments = list(segments)
+    chunks = chunks_of(segments)
+    complete = complete_chunks(chunks)
+    lo = min((s.interval.start_millis for s in segments), default=0)
+    hi = max((s.interval.end_millis for s in segments), default=0)
+    serving = {visible_chunk_at(complete, a, b) for a, b in _elementary_pieces(chunks, lo, hi)}
+    visible = {
+        str(s.id)
+        for key in serving
+        if key is not None
+        for s in visible_segments_of_chunk(chunks[key])
+    }
+    return {
+        str(s.id): "visible"
+        if str(s.id) in visible
+        else "overshadowed"
+        if is_overshadowed(segments, s)
+        else "standby"
+        for s in segments
+    }

@@ -73,10 +73,10 @@ def test_commits_on_another_chunk_are_not_read_until_a_read_needs_them(
 
     other_chunk = reader.read(DS, scope=Scope.of([NEXT_DAY.key]))
 
-    assert other_chunk.rows == ()
+    assert other_chunk.table.num_rows == 0
     assert reads.paths == []  # three commits on DAY, none read
     same_chunk = reader.read(DS, scope=Scope.of([DAY.key]))
-    assert sorted(r["id"] for r in same_chunk.rows) == ["a0", "a1", "a2"]
+    assert sorted(same_chunk.table["id"].to_pylist()) == ["a0", "a1", "a2"]
     assert len(reads.paths) == 3
     # A read of everything (inspection) sees what the writer sees.
     assert sorted(r["id"] for r in reader.rows(DS)) == sorted(r["id"] for r in writer.rows(DS))
@@ -136,7 +136,7 @@ def test_a_deletion_on_a_deferred_chunk_is_seen(
     writer.settle()
     writer.upkeep(DS, min_files=1)  # the deletion's own file is folded away
 
-    assert reader.read(DS, scope=Scope.of([DAY.key])).rows == ()
+    assert reader.read(DS, scope=Scope.of([DAY.key])).table.num_rows == 0
 
 
 def test_a_held_rows_lease_renewed_by_a_lease_only_commit_is_read(

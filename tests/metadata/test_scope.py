@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,3 +54,33 @@ def test_overlap_is_exactly_a_shared_instant(
     instants_b = {t for s, e in b for t in range(s, e)}
     assert Scope.of(a).overlaps(Scope.of(b)) == bool(instants_a & instants_b)
     assert Scope.of(a).overlaps(Scope.of(b)) == Scope.of(b).overlaps(Scope.of(a))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-50, 3000), st.integers(-3, 40)), min_size=500, max_size=900))
+def test_many_ranges_merge_as_few_do(spans: list[tuple[int, int]]) -> None:
+    """From _MANY ranges on (a bulk publish's scope) merging runs in numpy: the same ranges
+    as merging them in small groups, empty ones dropped and adjacent ones joined."""
+    ranges = [(start, start + length) for start, length in spans]
+    merged = Scope.of(ranges).ranges
+    few = Scope.of(ranges[:200]) | Scope.of(ranges[200:400]) | Scope.of(ranges[400:])
+    assert merged == few.ranges
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(merged))
+    instants = {t for s, e in ranges for t in range(s, e)}
+    assert {t for s, e in merged for t in range(s, e)} == instants
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10)), max_size=8),
+    st.integers(-5, 70),
+    st.integers(-3, 12),
+)
+def test_overlaps_range_is_overlaps_of_a_one_range_scope(
+    spans: list[tuple[int, int]], start: int, length: int
+) -> None:
+    scope = Scope.of((s, s + n) for s, n in spans)
+    assert scope.overlaps_range(start, start + length) == scope.overlaps(
+        Scope.of([(start, start + length)])
+    )
+    assert EVERYTHING.overlaps_range(start, start + length) == (length > 0)

@@ -7,14 +7,24 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
+from segmentlake.errors import SpecError
 from segmentlake.lake import Lake
+from segmentlake.metadata import store as store_module
 from segmentlake.metadata.records import LEASE, LOCK, metadata_row
 from segmentlake.metadata.scope import Scope
-from segmentlake.metadata.store import UPKEEP_FILES, Change, Conflict, MetadataStore, now_ms
+from segmentlake.metadata.store import (
+    UPKEEP_FILES,
+    Change,
+    ChangeBatch,
+    Conflict,
+    MetadataStore,
+    now_ms,
+)
 from segmentlake.metadata.views import current_rows_sql
 
 from .support import DAY, NEXT_DAY, day_after, history
@@ -57,6 +67,61 @@ def test_commits_on_other_chunks_rebase_and_on_the_same_chunk_conflict(lake: Lak
         second.commit(c, [Change("upsert", lock(ds, "c", *day))], commit_id="c", operation="t")
     assert sorted(r["id"] for r in first.rows(ds, pc.field("kind") == LOCK)) == ["a", "b"]
     assert [r["commit_id"] for r in history(lake)[-2:]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("small_rows", [0, 64], ids=["as-arrow", "small-as-rows"])
+def test_a_change_batch_commits_like_one_change_per_row(
+    lake: Lake, ds: str, small_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk publish releases 10^4 locks as one Arrow batch: later changes of a row in the
+    same commit win over it, an insert of a present row and a delete of an absent one drop
+    out, and the rows land as if changed one by one (small batches are made rows first)."""
+    monkeypatch.setattr(store_module, "_SMALL_BATCH_ROWS", small_rows)
+    store = lake.metadata
+    store.create()
+    day = DAY.key
+    rows = [lock(ds, name, *day) for name in ("a", "b", "c")]
+    store.commit(store.read(ds), [Change("upsert", r) for r in rows], commit_id="1", operation="t")
+    state = store.read(ds)
+    locks = state.table_of(LOCK)
+    assert sorted(locks["id"].to_pylist()) == ["a", "b", "c"]
+    kept = {**lock(ds, "b", *day), "group_id": "kept"}
+    files_before = {f.path for f in store.table.files()}
+    version = store.commit(
+        state,
+        [ChangeBatch("delete", locks), Change("upsert", kept)],
+        commit_id="2",
+        operation="t",
+    )
+    assert version is not None
+    (added,) = [f.path for f in store.table.files() if f.path not in files_before]
+    written = store.table.read_file(added).select(["id", "deleted", "group_id"]).to_pylist()
+    assert sorted(written, key=lambda r: r["id"]) == [  # each row once
+        {"id": "a", "deleted": True, "group_id": "a"},
+        {"id": "b", "deleted": False, "group_id": "kept"},
+        {"id": "c", "deleted": True, "group_id": "c"},
+    ]
+    assert [(r["id"], r["group_id"]) for r in store.rows(ds, kinds=[LOCK])] == [("b", "kept")]
+    again = store.read(ds)
+    # Inserting a present row or deleting absent ones changes nothing: no commit.
+    gone = locks.filter(pc.invert(pc.is_in(locks["id"], value_set=pa.array(["b"]))))
+    batches = [ChangeBatch("insert", again.table_of(LOCK)), ChangeBatch("delete", gone)]
+    assert store.commit(again, batches, commit_id="3", operation="t") is None
+    # A row change before the batch loses to it.
+    lost = Change("upsert", {**kept, "group_id": "lost"})
+    store.commit(
+        again,
+        [lost, ChangeBatch("delete", again.table_of(LOCK))],
+        commit_id="4",
+        operation="t",
+    )
+    assert store.rows(ds, kinds=[LOCK]) == []
+    assert MetadataStore(lake.warehouse).rows(ds, kinds=[LOCK]) == []
+    twice = pa.concat_tables([locks, locks])
+    with pytest.raises(SpecError, match="names a row twice"):
+        store.commit(store.read(ds), [ChangeBatch("upsert", twice)], commit_id="5", operation="t")
+    with pytest.raises(SpecError, match="insert, upsert or delete"):
+        ChangeBatch("merge", locks)
 
 
 def test_other_datasources_never_conflict(lake: Lake, ds: str) -> None:
