@@ -18,7 +18,13 @@ from segmentlake.core.interval_index import IntervalIndex
 from segmentlake.core.locks import LockGranularity, TaskLock
 from segmentlake.core.segment import DataSegment
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, group_scope, in_use
+from segmentlake.metadata.lockbox import (
+    Lockbox,
+    expired_lock_deletes,
+    group_scope,
+    in_use,
+    span_scope,
+)
 from segmentlake.metadata.records import (
     LOCK,
     PENDING,
@@ -83,15 +89,19 @@ def publish(
     if reads is not None:
         condition = condition | reads
     changed = [s.interval for s in segments]
+    store = lockbox.store
+
+    asked: list[Scope] = []
 
     def scope() -> Scope:
-        # The group's locks, the segments' chunks and what overlaps them (visibility), and
-        # the chunks a replacing publish re-publishes appended segments into.
-        return (
-            group_scope(lockbox.store, datasource, group_id)
-            | affected_scope(lockbox.store, datasource, changed)
-            | extra_scope
-        )
+        # The group's locks, the segments' chunks, and the chunks a replacing publish
+        # re-publishes appended segments into. First just the segments' own intervals: the
+        # visibility decision raises ScopeTooNarrow when a segment it read reaches further,
+        # and then the scope grows by what overlaps them (one read saved in the usual case:
+        # a segment joins a chunk of its own interval).
+        around = span_scope(changed) if not asked else affected_scope(store, datasource, changed)
+        asked.append(around)
+        return group_scope(store, datasource, group_id) | around | extra_scope
 
     def decide(state: PartitionState) -> Decision[PublishResult]:
         at = now_ms()

@@ -154,8 +154,10 @@ class _KindFold:
             )
         )
         revs = table["rev"].to_pylist()
-        newer = pa.array([known.get(k, -1) < r for k, r in zip(incoming, revs, strict=True)])
-        table, keys = table.filter(newer), pc.filter(keys, newer)
+        newer = [known.get(k, -1) < r for k, r in zip(incoming, revs, strict=True)]
+        if not all(newer):  # (usually all are: a commit's own rows are the newest)
+            mask = pa.array(newer, pa.bool_())
+            table, keys = table.filter(mask), pc.filter(keys, mask)
         keep = pc.invert(pc.is_in(self._keys, value_set=keys))
         kept = pc.filter(self._keys, keep)
         self._set(

@@ -284,18 +284,21 @@ class MetadataStore:
         fresh: bool = True,
         scope: Scope = EVERYTHING,
     ) -> pa.Table:
-        """:meth:`rows` as an Arrow table (no Python object per row), leases resolved."""
+        """:meth:`rows` as an Arrow table (no Python object per row), leases resolved (when
+        ``expires_ms`` is among the columns: the only one a lease changes)."""
         wanted = None if kinds is None else tuple(sorted(kinds))
+        resolve = columns is None or "expires_ms" in columns
         with self._lock:
             _, fold = self._current(datasource, fresh=fresh, scope=scope)
             if not scope.everything:
                 table = fold.within(scope.ranges, scope.keys, TIME_KINDS, kinds=wanted)
             else:
                 table = fold.live() if wanted is None else fold.of_kinds(wanted)
-            leases = fold.of_kinds((LEASE,))
+            leases = fold.of_kinds((LEASE,)) if resolve else None
         if condition is not None:
             table = _filtered(table, condition)
-        table, _ = _with_leases(table, leases, EVERYTHING)
+        if leases is not None:
+            table, _ = _with_leases(table, leases, EVERYTHING)
         if columns is not None:
             table = table.select([c for c in columns if c != PARTITION_COLUMN])
         return table

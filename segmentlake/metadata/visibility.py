@@ -74,9 +74,15 @@ def visibility_changes(
     near = [r for r in rows if touched.overlaps_range(r["start_ms"], r["end_ms"])]
     _check_within(scope, [(r["start_ms"], r["end_ms"], r["id"]) for r in near])
     _check_within(scope, [(*s.interval.key, str(s.id)) for s in added])
-    timeline = VersionedIntervalTimeline(segments_from_rows(rows))
+    read = segments_from_rows(rows)
+    # The read segments' ids are their rows' (formatting an id costs two timestamps).
+    ids = {id(seg): row["id"] for seg, row in zip(read, rows, strict=True)}
+    timeline = VersionedIntervalTimeline(read)
     timeline.add_all(added)
-    states = {str(seg.id): state for seg, state in timeline.visibility_states().items()}
+    states = {
+        ids.get(id(seg)) or str(seg.id): state
+        for seg, state in timeline.visibility_states().items()
+    }
     updates = []
     for row in near:
         state = states.get(row["id"])
