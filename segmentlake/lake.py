@@ -31,7 +31,13 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
-from segmentlake.core.names import check_datasource_name, check_name, quote_identifier
+from segmentlake.core.names import (
+    SEGMENT_KEY_COLUMN,
+    check_datasource_name,
+    check_name,
+    quote_identifier,
+    sql_path,
+)
 from segmentlake.core.partitions_spec import (
     DEFAULT_MAX_ROWS_PER_SEGMENT,
     PartitionsSpec,
@@ -41,7 +47,7 @@ from segmentlake.core.retention_rules import Rule
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
-from segmentlake.errors import DatasourceNotFound, SpecError, WarehouseNotFound
+from segmentlake.errors import CommitConflict, DatasourceNotFound, SpecError, WarehouseNotFound
 from segmentlake.ingest.report import TaskReport
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.cleanup import mark_overshadowed_unused
@@ -72,9 +78,14 @@ from segmentlake.metadata.segments import (
     visible_pieces,
 )
 from segmentlake.metadata.store import MetadataStore
-from segmentlake.metadata.table_log import TableLog
+from segmentlake.metadata.table_log import TableLog, local_path
 from segmentlake.metadata.tasks import task_reports
 from segmentlake.metadata.transaction import RetryPolicy
+from segmentlake.metadata.visible_table import (
+    datasource_table_path,
+    sync_visible_table,
+    visible_table_path,
+)
 
 if TYPE_CHECKING:
     # Spark and the engines load on first use: inspecting metadata (the CLI's segments,
@@ -89,6 +100,13 @@ if TYPE_CHECKING:
 __all__ = ["Lake"]
 
 logger = logging.getLogger(__name__)
+
+
+def _no_data(datasource: str, warehouse: str) -> DatasourceNotFound:
+    return DatasourceNotFound(
+        f"datasource {datasource!r} has no data in {warehouse} yet; ingest it first with "
+        "lake.append or lake.overwrite"
+    )
 
 
 def _segment_id(value: SegmentId | DataSegment | str) -> SegmentId:
@@ -760,18 +778,27 @@ class Lake:
 
         >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
         """
-        from segmentlake.ingest.datasource_table import datasource_path
-        from segmentlake.read.reader import read_visible
+        from segmentlake.read.reader import read_visible, read_visible_table
         from segmentlake.read.tiers import TIER_CONF, copy_sources
 
         span = None if interval is None else _interval(interval)
-        path = datasource_path(self.warehouse, self._require_datasource(datasource))
-        if TableLog(path, storage_options=self.metadata.table.storage_options).version() < 0:
-            raise DatasourceNotFound(
-                f"datasource {datasource!r} has no data in {self.warehouse} yet; ingest it "
-                "first with lake.append or lake.overwrite"
-            )
+        datasource = self._require_datasource(datasource)
         tier = tier or self.spark.conf.get(TIER_CONF, None) or None
+        if tier is None:
+            version = self._visible_version(datasource)
+            if version is not None:
+                return read_visible_table(
+                    self.spark,
+                    self._spark_path(visible_table_path(self.warehouse, datasource)),
+                    version,
+                    lambda: self.timeline(datasource),
+                    interval=span,
+                    columns=columns,
+                    filter=filter,
+                )
+        path = datasource_table_path(self.warehouse, datasource)
+        if TableLog(path, storage_options=self.metadata.table.storage_options).version() < 0:
+            raise _no_data(datasource, self.warehouse)
         sources = (
             None if tier is None else copy_sources(self.spark, self.metadata, datasource, tier)
         )
@@ -785,15 +812,80 @@ class Lake:
             sources=sources,
         )
 
-    def register_view(self, datasource: str, name: str | None = None) -> str:
-        """Register the visible rows of ``datasource`` as the temp view ``name`` (default:
-        the datasource's name) for ``spark.sql``; returns the name. The view shows the
-        timeline as of this call: call again after new publishes. Names that are not plain
-        SQL identifiers (``wiki-edits``) are quoted in SQL: ``SELECT * FROM `wiki-edits```."""
+    def _visible_version(self, datasource: str) -> int | None:
+        """The visible table's version showing the timeline as of now (synced first); None
+        when a sync could not land (then the datasource table is read, pruned by key)."""
+        try:
+            report = sync_visible_table(self.metadata, datasource)
+        except TimeoutError as e:
+            logger.warning("%s; reading %s through its datasource table", e, datasource)
+            return None
+        if report.table_version is None:
+            raise _no_data(datasource, self.warehouse)
+        return report.table_version
+
+    def _spark_path(self, path: str) -> str:
+        """``path`` as Spark should store it in a view: absolute (a relative local path
+        would resolve against whatever directory the querying session runs in)."""
+        local = local_path(path)
+        return path if local is None else os.path.abspath(local)
+
+    def visible_table_path(self, datasource: str) -> str:
+        """Where the visible table of ``datasource`` is: a Delta table holding exactly the
+        visible rows, kept current by every commit (see
+        :mod:`segmentlake.metadata.visible_table`). Any Delta reader can query it — e.g.
+        ``spark-sql -e "SELECT count(*) FROM delta.`<path>`"`` with no segmentlake
+        installed. Its ``__segment`` column names each row's segment.
+
+        >>> spark.read.format("delta").load(lake.visible_table_path("wiki"))  # doctest: +SKIP
+        """
+        datasource = self._require_datasource(datasource)
+        return self._spark_path(visible_table_path(self.warehouse, datasource))
+
+    def view_sql(self, datasource: str, name: str | None = None, *, temporary: bool = False) -> str:
+        """The ``CREATE VIEW`` statement of a view over the visible rows of ``datasource``
+        (``__time``, dimensions, metrics): run it in any Spark SQL session or metastore, with
+        or without segmentlake; the view stays exact as segments are published, compacted
+        or dropped, with no re-registration.
+
+        >>> print(lake.view_sql("wiki"))  # doctest: +SKIP
+        CREATE OR REPLACE VIEW `wiki` AS SELECT * EXCEPT (`__segment`) FROM delta.`/wh/...`
+        """
         view = check_datasource_name(datasource) if name is None else name
         if not isinstance(view, str) or not view:
             raise SpecError(f"a view name must be a non-empty string, got {view!r}")
-        self.read(datasource).createOrReplaceTempView(quote_identifier(view))
+        path = self.visible_table_path(datasource)
+        kind = "TEMPORARY VIEW" if temporary else "VIEW"
+        return (
+            f"CREATE OR REPLACE {kind} {quote_identifier(view)} AS "
+            f"SELECT * EXCEPT ({quote_identifier(SEGMENT_KEY_COLUMN)}) FROM {sql_path(path)}"
+        )
+
+    def register_view(
+        self, datasource: str, name: str | None = None, *, temporary: bool = True
+    ) -> str:
+        """Register a view ``name`` (default: the datasource's name) of the visible rows of
+        ``datasource`` for ``spark.sql``; returns the name. The view reads the visible table
+        (:meth:`visible_table_path`), so it stays exact after later appends, overwrites,
+        compactions and kills with no re-registration. ``temporary=False`` makes it a
+        persistent view in the session catalog, which other sessions (and a Thrift server
+        on the same metastore) see. Names that are not plain SQL identifiers
+        (``wiki-edits``) are quoted in SQL: ``SELECT * FROM `wiki-edits```.
+
+        >>> lake.register_view("wiki")  # doctest: +SKIP
+        'wiki'
+        >>> spark.sql("SELECT channel, count(*) FROM wiki GROUP BY channel")  # doctest: +SKIP
+        """
+        view = check_datasource_name(datasource) if name is None else name
+        if not isinstance(view, str) or not view:
+            raise SpecError(f"a view name must be a non-empty string, got {view!r}")
+        datasource = self._require_datasource(datasource)
+        if self._visible_version(datasource) is None:
+            raise CommitConflict(
+                f"the visible table of {datasource!r} could not be brought up to date (too "
+                "many concurrent commits); retry register_view"
+            )
+        self.spark.sql(self.view_sql(datasource, view, temporary=temporary))
         return view
 
     # -- cleanup and kill --------------------------------------------------------------------

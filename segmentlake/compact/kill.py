@@ -51,6 +51,8 @@ from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+from segmentlake.metadata.visible_clips import drop_unreferenced_clips
+from segmentlake.metadata.visible_table import visible_table_path
 
 __all__ = ["KillReport", "check_kill_arguments", "data_key", "kill_unused"]
 
@@ -75,7 +77,9 @@ class KillReport:
     another record stays); ``orphan_keys_deleted``: unreferenced keys deleted; ``rows_deleted``:
     rows of both (from the files' statistics); ``files_vacuumed``: files VACUUM removed from
     storage (None if Delta did not say or VACUUM did not run); ``phases``: seconds per step
-    (``records``, ``list``, ``delete``, ``vacuum``).
+    (``records``, ``list``, ``delete``, ``vacuum``); ``clips_removed``: clip files of the
+    visible table (:mod:`segmentlake.metadata.visible_clips`) it no longer held, removed with
+    the same retention as VACUUM's.
     """
 
     datasource: str
@@ -86,6 +90,7 @@ class KillReport:
     rows_deleted: int = 0
     files_vacuumed: int | None = None
     phases: Mapping[str, float] = field(default_factory=dict)
+    clips_removed: int = 0
 
     @property
     def seconds(self) -> float:
@@ -98,6 +103,7 @@ class KillReport:
             "kept": [str(i) for i in self.kept],
             "keys_deleted": list(self.keys_deleted),
             "orphan_keys_deleted": list(self.orphan_keys_deleted),
+            "clips_removed": self.clips_removed,
             "rows_deleted": self.rows_deleted,
             "files_vacuumed": self.files_vacuumed,
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
@@ -203,9 +209,17 @@ def kill_unused(
     crash_point("kill.after_delete")
 
     vacuumed = None
+    clips = 0
     if vacuum:
         started = time.monotonic()
         vacuumed = _vacuum(spark, log, vacuum_retention_hours, directories=len(listed))
+        hours = (
+            _DEFAULT_RETENTION_HOURS if vacuum_retention_hours is None else vacuum_retention_hours
+        )
+        visible = TableLog(
+            visible_table_path(warehouse, datasource), storage_options=log.storage_options
+        )
+        clips = drop_unreferenced_clips(visible, older_than_ms=now_ms() - int(hours * 3_600_000))
         phases["vacuum"] = time.monotonic() - started
     report = KillReport(
         datasource,
@@ -216,6 +230,7 @@ def kill_unused(
         sum(listed[k].rows for k in doomed),
         vacuumed,
         phases,
+        clips,
     )
     logger.debug("%s", report.summary())
     return report

@@ -25,12 +25,19 @@ from segmentlake.errors import SpecError
 __all__ = [
     "MAX_NAME_LENGTH",
     "NAME_RULE",
+    "SEGMENT_KEY_COLUMN",
+    "TIME_COLUMN",
     "check_datasource_name",
     "check_name",
     "quote_identifier",
     "sql_path",
     "sql_string",
 ]
+
+# Hidden columns of the datasource tables (DESIGN §1): the row time, and the Delta partition
+# value that holds one segment's rows.
+TIME_COLUMN = "__time"
+SEGMENT_KEY_COLUMN = "__segment"
 
 MAX_NAME_LENGTH = 255
 NAME_RULE = (

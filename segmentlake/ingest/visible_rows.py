@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from segmentlake.core.filter_domain import Domain, could_contain
 from segmentlake.core.interval import ETERNITY, Interval
-from segmentlake.core.names import sql_string
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN, sql_string
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
@@ -29,12 +29,11 @@ __all__ = [
     "key_in",
     "output_columns",
     "partitions",
+    "pruned_keys",
     "sql_string",
     "visible_rows",
+    "within",
 ]
-
-TIME_COLUMN = "__time"
-SEGMENT_KEY_COLUMN = "__segment"
 
 
 def partitions(
@@ -63,6 +62,21 @@ def partitions(
             else:
                 partial.setdefault(piece.key, []).append(segment_key(segment))
     return list(whole), partial, len(pruned)
+
+
+def pruned_keys(
+    timeline: VersionedIntervalTimeline, interval: Interval, domain: Domain
+) -> list[str]:
+    """The ``__segment`` values of the visible segments in ``interval`` whose shard spec
+    holds no row ``domain`` (a filter's) can match, and that no other visible segment
+    there needs."""
+    pruned: set[str] = set()
+    kept: set[str] = set()
+    for holder in timeline.lookup(interval):
+        for segment in holder.segments:
+            key = segment_key(segment)
+            (kept if could_contain(segment.shard_spec, domain) else pruned).add(key)
+    return sorted(pruned - kept)
 
 
 def visible_rows(

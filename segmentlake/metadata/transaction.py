@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from segmentlake.core.collection import collection_paused
 from segmentlake.errors import CommitConflict, CommitStateUnknown, SegmentLakeError
+from segmentlake.metadata.records import SEGMENT
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.store import (
     ANNOUNCE_AFTER_LOSSES,
@@ -34,6 +35,7 @@ from segmentlake.metadata.store import (
     PartitionState,
     ScopeTooNarrow,
 )
+from segmentlake.metadata.visible_table import sync_visible_table, syncs_are_deferred
 
 __all__ = ["CommitLog", "Decision", "Requirement", "RetryPolicy", "recording_commits", "transact"]
 
@@ -184,12 +186,37 @@ def _transact(
         _typical_s[operation] = 0.8 * _typical_s.get(operation, elapsed) + 0.2 * elapsed
         logger.debug("%s on %s committed (version %s)", operation, datasource, version)
         _record(operation, committed=version is not None, losses=losses)
+        if _changes_segments(decision.changes) and not syncs_are_deferred():
+            _sync_visible(store, datasource, operation)
         return decision.result
     raise CommitConflict(
         f"{operation} on datasource {datasource!r} had to decide again {losses} times in "
         f"{time.monotonic() - started:.1f}s: too many concurrent changes of what it reads; "
         "retry later"
     )
+
+
+def _changes_segments(changes: Sequence[Change | ChangeBatch]) -> bool:
+    for change in changes:
+        if isinstance(change, Change):
+            if change.row.get("kind") == SEGMENT:
+                return True
+        elif SEGMENT in change.table.column("kind").to_pylist():
+            return True
+    return False
+
+
+def _sync_visible(store: MetadataStore, datasource: str, operation: str) -> None:
+    """Bring the visible table along (DESIGN: SQL readers see the timeline). The commit has
+    landed whatever happens here: a failure is logged and the next sync catches up."""
+    try:
+        sync_visible_table(store, datasource)
+    except Exception as e:  # the operation succeeded: say so, and why this did not
+        logger.warning(
+            "%s on %s committed, but its visible table was not brought along (%s: %s); "
+            "the next sync of %s catches up",
+            operation, datasource, type(e).__name__, e, datasource,
+        )  # fmt: skip
 
 
 # How long one decide-and-commit of each operation takes in this process (a moving average):

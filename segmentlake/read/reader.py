@@ -4,25 +4,34 @@ compactions share), with a filter: its domain prunes segments, its expression th
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.filter_domain import Domain
-from segmentlake.core.interval import Interval
+from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.ingest.visible_rows import (
     TIME_COLUMN,
     key_in,
     output_columns,
     partitions,
+    pruned_keys,
     sql_string,
     visible_rows,
+    within,
 )
 from segmentlake.read.filter_domain import domain_of
 
-__all__ = ["TIME_COLUMN", "key_in", "read_visible", "sql_string", "visible_partitions"]
+__all__ = [
+    "TIME_COLUMN",
+    "key_in",
+    "read_visible",
+    "read_visible_table",
+    "sql_string",
+    "visible_partitions",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -62,6 +71,38 @@ def read_visible(
     )
     if domain:
         _log.debug("the filter's domain %s left out %d visible segments", domain, pruned)
+    if filter is not None:
+        rows = rows.where(F.expr(filter) if isinstance(filter, str) else filter)
+    return rows.select(*output_columns(rows, columns))
+
+
+def read_visible_table(
+    spark: SparkSession,
+    path: str,
+    version: int,
+    timeline: Callable[[], VersionedIntervalTimeline],
+    *,
+    interval: Interval | None = None,
+    columns: Sequence[str] | None = None,
+    filter: str | Column | None = None,
+) -> DataFrame:
+    """The rows of the visible table at ``path`` (see
+    :mod:`segmentlake.metadata.visible_table`) as of ``version``: a plain Delta scan, with
+    ``__time`` in ``interval``, ``columns``, matching ``filter``. A filter whose domain rules
+    out whole segments (their hash bucket or range cannot match) leaves them out by a
+    partition filter, so Delta skips their files from the log (``timeline`` is read only
+    then)."""
+    rows = spark.read.format("delta").option("versionAsOf", version).load(path)
+    if filter is not None:
+        types = {field.name: field.dataType for field in rows.schema.fields}
+        domain = domain_of(filter, types, spark=spark)
+        if domain:
+            pruned = pruned_keys(timeline(), interval or ETERNITY, domain)
+            _log.debug("the filter's domain %s left out %d visible segments", domain, len(pruned))
+            if pruned:
+                rows = rows.where(~key_in(pruned))
+    if interval is not None:
+        rows = rows.where(within(interval.start_millis, interval.end_millis))
     if filter is not None:
         rows = rows.where(F.expr(filter) if isinstance(filter, str) else filter)
     return rows.select(*output_columns(rows, columns))

@@ -1,0 +1,645 @@
+"""The visible table of a datasource: a Delta table whose current version holds exactly the
+rows of the visible timeline, so plain Delta readers — a SQL view in any session, ``spark-sql``
+or a Thrift client, time travel — read the timeline with no segmentlake code at query time.
+
+Why a second table: the datasource table (DESIGN §1) holds every segment's rows, published or
+not, overshadowed or not, and the metadata decides what is visible. A view that joins the two
+gets no partition pruning (DESIGN §6c), and one that inlines the visible keys goes stale at the
+next publish. Here the *snapshot* is the visible set: its add actions name the datasource
+table's files by absolute URI (Delta's shallow-clone form; nothing is copied), partitioned by
+``__segment``, with the datasource table's schema and the files' stats, so Delta prunes by them
+as usual. A segment the timeline serves only in part (a newer version of finer granularity
+covers the rest) cannot be named by its files: its served rows are written once to a *clip*
+file inside the visible table (:mod:`.visible_clips`).
+
+Each metadata commit that changes segment records is followed by a sync: the visible records
+(maintained per commit, :mod:`.visibility`) are diffed against the table's files and the
+difference committed with Delta's application transaction ``(segmentlake.visible, metadata
+version)``. A sync commits only at the table version it read and only when the version it
+records is newer than the one there, so a slow sync never puts an older timeline back and a
+metadata version is applied once. A process killed between its metadata commit and the sync
+leaves the table one step behind until the next sync of that datasource (any commit, any
+``lake.read``, or ``segmentlake sync-visible``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.schema import Schema
+from deltalake.transaction import AddAction, RemoveAction
+
+from segmentlake.core.names import SEGMENT_KEY_COLUMN
+from segmentlake.core.timeline import VISIBLE, winning_pieces
+from segmentlake.metadata.records import SEGMENT
+from segmentlake.metadata.store import MetadataStore
+from segmentlake.metadata.table_log import TableLog, load_through_gaps, local_path
+from segmentlake.metadata.visible_clips import Clip, write_clip
+
+__all__ = [
+    "VISIBLE_APP_ID",
+    "SyncReport",
+    "datasource_table_path",
+    "sync_visible_table",
+    "syncs_are_deferred",
+    "syncs_deferred",
+    "visible_table_path",
+]
+
+logger = logging.getLogger(__name__)
+
+VISIBLE_APP_ID = "segmentlake.visible"
+ENGINE_INFO = "segmentlake-visible"
+_ATTEMPTS = 20
+_RECORDS_SCANNED = 2_000  # commit records read to tell that a datasource did not change
+_CHECKPOINT_EVERY = 50  # versions: Spark replays the log after the last one on every query
+_RETAIN_LOG = "interval 2 days"  # time travel on the visible table reaches this far back
+
+
+_deferred: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "visible_syncs_deferred", default=False
+)
+
+
+@contextmanager
+def syncs_deferred() -> Iterator[None]:
+    """Within the block, metadata commits leave the visible tables behind; the caller syncs
+    once after it (many publishes in a row, or a benchmark timing a sync alone).
+
+    >>> with syncs_deferred():  # doctest: +SKIP
+    ...     for batch in batches: lake.append(batch, "wiki", spec)
+    >>> sync_visible_table(lake.metadata, "wiki")  # doctest: +SKIP
+    """
+    token = _deferred.set(True)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+
+
+def syncs_are_deferred() -> bool:
+    return _deferred.get()
+
+
+def datasource_table_path(warehouse: str, datasource: str) -> str:
+    """The datasource table: every segment's rows (DESIGN §1)."""
+    return f"{warehouse.rstrip('/')}/{datasource}"
+
+
+def visible_table_path(warehouse: str, datasource: str) -> str:
+    """The visible table of ``datasource``: ``<warehouse>/_segmentlake/visible/<datasource>``.
+
+    >>> visible_table_path("/data/wh", "wiki")
+    '/data/wh/_segmentlake/visible/wiki'
+    """
+    return f"{warehouse.rstrip('/')}/_segmentlake/visible/{datasource}"
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """What a sync did: the metadata version (at least) the visible table now shows, its
+    table version (None when the datasource has no rows yet), the files added and removed,
+    the clip files written, and whether a newer sync had already done the work."""
+
+    datasource: str
+    metadata_version: int
+    table_version: int | None
+    added: int = 0
+    removed: int = 0
+    clipped: int = 0
+    already_current: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    start: int
+    end: int
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """A segment key the timeline serves: its table, and the time ranges to keep (None: all
+    its rows)."""
+
+    load_path: str
+    ranges: tuple[tuple[int, int], ...] | None
+
+
+def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
+    """Bring the visible table of ``datasource`` to the metadata's current visible timeline
+    (see the module); returns what it did. Safe to call from any number of processes at once.
+
+    >>> sync_visible_table(lake.metadata, "wiki").table_version  # doctest: +SKIP
+    7
+    """
+    storage = TableLog(
+        datasource_table_path(store.warehouse, datasource),
+        storage_options=store.table.storage_options,
+    )
+    if not _has_table(storage):
+        return SyncReport(datasource, store.version(), None)
+    visible = TableLog(
+        visible_table_path(store.warehouse, datasource), storage_options=storage.storage_options
+    )
+    for attempt in range(_ATTEMPTS):
+        # The version first: the records read next are at least this new, so the table is
+        # never labelled newer than what it shows (a later sync would skip the difference).
+        metadata_version = store.table.refresh()
+        base = visible.version()
+        if base < 0:
+            _create(visible, storage)
+            continue
+        table = visible.table(base)
+        applied = table.transaction_version(VISIBLE_APP_ID)
+        if applied is not None and _unchanged(store, datasource, applied, metadata_version):
+            return SyncReport(datasource, metadata_version, base, already_current=True)
+        served = _served(store, datasource)
+        wanted, clipped = _wanted_files(served, visible, store.warehouse, datasource)
+        current = _current_files(table)
+        adds = [a for path, a in wanted.items() if path not in current]
+        removes = [r for path, r in current.items() if path not in wanted]
+        if not adds and not removes:
+            return SyncReport(datasource, metadata_version, base)
+        schema = _schema_change(storage, table)
+        if _commit(visible, base, adds, removes, schema, metadata_version):
+            version = base + 1
+            logger.info(
+                "visible table of %s at version %d (metadata %d): +%d -%d files, %d clipped",
+                datasource, version, metadata_version, len(adds), len(removes), clipped,
+            )  # fmt: skip
+            _upkeep(visible, version)
+            return SyncReport(
+                datasource, metadata_version, version, len(adds), len(removes), clipped
+            )
+        time.sleep(random.uniform(0.005, 0.03) * (attempt + 1))
+    raise TimeoutError(
+        f"the visible table of {datasource!r} lost {_ATTEMPTS} commit races in a row; "
+        "it catches up at the next sync"
+    )
+
+
+def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:
+    """Whether no metadata commit after ``applied`` up to ``latest`` touched ``datasource``
+    (from the commits' records, which name it; the other datasources' commits move the
+    version too). A long way behind, or a commit without a record, counts as changed."""
+    if applied >= latest:
+        return True
+    if latest - applied > _RECORDS_SCANNED:
+        return False
+    return all(
+        record is not None and record.get("ds") not in (None, datasource)
+        for _, record in store.table.records(applied, latest)
+    )
+
+
+def _has_table(log: TableLog) -> bool:
+    local = local_path(log.uri)
+    if local is not None:
+        return os.path.isdir(os.path.join(local, "_delta_log"))
+    return log.exists()
+
+
+def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
+    """Every segment key the timeline serves, from the visible records: whole, or in the
+    ranges its chunk wins (within where its rows lie)."""
+    records = store.arrow(
+        datasource,
+        pc.field("visibility") == VISIBLE,
+        kinds=[SEGMENT],
+        columns=("start_ms", "end_ms", "version", "shard_type", "load_key", "shared", "payload"),
+    )
+    if records.num_rows == 0:
+        return {}
+    columns = {name: records.column(name).to_pylist() for name in records.column_names}
+    chunks = {
+        (s, e, v): _Chunk(s, e, v)
+        for s, e, v in zip(columns["start_ms"], columns["end_ms"], columns["version"], strict=True)
+    }
+    wins: dict[_Chunk, list[tuple[int, int]]] = {}
+    for start, end, chunk in winning_pieces(list(chunks.values()), -(2**62), 2**62):
+        wins.setdefault(chunk, []).append((start, end))
+    paths = _load_paths(columns["shared"])
+    served: dict[str, _Served] = {}
+    for i, key in enumerate(columns["load_key"]):
+        if key is None:  # a tombstone: hides, serves no rows
+            continue
+        chunk = chunks[(columns["start_ms"][i], columns["end_ms"][i], columns["version"][i])]
+        rows = _rows_range(columns["payload"][i], chunk)
+        ranges = _clipped(wins.get(chunk, []), rows)
+        earlier = served.get(key)
+        if earlier is not None:  # two records naming one key's rows: serve the union
+            ranges = _union(earlier.ranges, ranges, rows)
+        served[key] = _Served(paths[columns["shared"][i]], ranges)
+    return {k: s for k, s in served.items() if s.ranges is None or s.ranges}
+
+
+def _load_paths(shared: Sequence[str | None]) -> dict[str | None, str]:
+    """The table path in each distinct ``shared`` text (a few per datasource)."""
+    out: dict[str | None, str] = {}
+    for text in set(shared):
+        out[text] = "" if text is None else str(orjson.loads(text).get("loadPath") or "")
+    return out
+
+
+def _rows_range(payload: str | None, chunk: _Chunk) -> tuple[int, int]:
+    """Where a segment's rows lie: its chunk, or for an upgraded copy the interval of the
+    segment it copies (its load spec's ``interval``)."""
+    if payload is not None and '"interval"' in payload:
+        load = orjson.loads(payload).get("loadSpec") or {}
+        text = load.get("interval")
+        if isinstance(text, str):
+            from segmentlake.core.interval import Interval
+
+            interval = Interval.parse(text)
+            return interval.start_millis, interval.end_millis
+    return chunk.start, chunk.end
+
+
+def _clipped(
+    wins: list[tuple[int, int]], rows: tuple[int, int]
+) -> tuple[tuple[int, int], ...] | None:
+    """The parts of ``rows`` the chunk wins; None when that is all of it."""
+    kept = [(max(s, rows[0]), min(e, rows[1])) for s, e in wins if s < rows[1] and e > rows[0]]
+    merged = _merge(kept)
+    if merged == [rows]:
+        return None
+    return tuple(merged)
+
+
+def _union(
+    a: tuple[tuple[int, int], ...] | None,
+    b: tuple[tuple[int, int], ...] | None,
+    rows: tuple[int, int],
+) -> tuple[tuple[int, int], ...] | None:
+    if a is None or b is None:
+        return None
+    merged = _merge([*a, *b])
+    return None if merged == [rows] else tuple(merged)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(r for r in ranges if r[0] < r[1]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _wanted_files(
+    served: Mapping[str, _Served], visible: TableLog, warehouse: str, datasource: str
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """The add action of every file the visible table should hold, by path; and how many
+    clip files that needed."""
+    by_table: dict[str, dict[str, _Served]] = {}
+    for key, serving in served.items():
+        path = serving.load_path or datasource_table_path(warehouse, datasource)
+        by_table.setdefault(path, {})[key] = serving
+    wanted: dict[str, dict[str, Any]] = {}
+    clipped = 0
+    for path, keys in by_table.items():
+        storage = TableLog(path, storage_options=visible.storage_options)
+        files = _live_files(storage, set(keys))
+        for key, serving in keys.items():
+            found = files.get(key, [])
+            if serving.ranges is None:
+                for add in found:
+                    wanted[add["path"]] = add
+            elif found:
+                clip = _clip(storage, visible, key, found, serving.ranges)
+                wanted[clip.add["path"]] = clip.add
+                clipped += 1
+    return wanted, clipped
+
+
+def _live_files(storage: TableLog, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The datasource table's live files of ``keys``, as add actions naming them by absolute
+    URI, with their stats."""
+    try:
+        actions = pa.table(storage.table().get_add_actions(flatten=True))
+    except TableNotFoundError:
+        return {}
+    partition = f"partition.{SEGMENT_KEY_COLUMN}"
+    if partition not in actions.column_names:
+        return {}
+    actions = actions.filter(pc.is_in(actions[partition], pa.array(sorted(keys))))
+    root = _uri_root(storage.uri)
+    stats = _Stats(actions)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for i, (path, size, mtime, key) in enumerate(
+        zip(
+            actions["path"].to_pylist(),
+            actions["size_bytes"].to_pylist(),
+            actions["modification_time"].to_pylist(),
+            actions[partition].to_pylist(),
+            strict=True,
+        )
+    ):
+        out.setdefault(key, []).append(
+            {
+                "path": f"{root}/{path}",
+                "partitionValues": {SEGMENT_KEY_COLUMN: key},
+                "size": int(size),
+                "modificationTime": int(mtime),
+                "dataChange": True,
+                "stats": stats.json(i),
+            }
+        )
+    return out
+
+
+class _Stats:
+    """Delta's stats JSON of each file, rebuilt from delta-rs's flattened columns."""
+
+    def __init__(self, actions: pa.Table) -> None:
+        self.records = (
+            actions["num_records"].to_pylist() if "num_records" in actions.column_names else None
+        )
+        self.parts: dict[str, dict[str, list[Any]]] = {
+            "minValues": {},
+            "maxValues": {},
+            "nullCount": {},
+        }
+        for name in actions.column_names:
+            for prefix, part in (
+                ("min.", "minValues"),
+                ("max.", "maxValues"),
+                ("null_count.", "nullCount"),
+            ):
+                if name.startswith(prefix):
+                    self.parts[part][name.removeprefix(prefix)] = actions[name].to_pylist()
+
+    def json(self, i: int) -> str | None:
+        if self.records is None or self.records[i] is None:
+            return None
+        stats: dict[str, Any] = {"numRecords": int(self.records[i])}
+        for part, columns in self.parts.items():
+            values = {c: _stat(v[i]) for c, v in columns.items() if v[i] is not None}
+            if values:
+                stats[part] = _nested(values)
+        return json.dumps(stats, separators=(",", ":"))
+
+
+def _stat(value: Any) -> Any:
+    if hasattr(value, "isoformat"):  # Delta writes timestamps in stats as ISO-8601, UTC
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if isinstance(value, bytes):
+        return None
+    return value
+
+
+def _nested(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` as ``{"a": {"b": 1}}`` (delta-rs flattens struct columns' stats)."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        if value is None:
+            continue
+        *parents, leaf = name.split(".")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return out
+
+
+def _uri_root(uri: str) -> str:
+    """A table root as the absolute URI its add actions' relative paths are appended to."""
+    local = local_path(uri)
+    if local is None:
+        return uri.rstrip("/")
+    return "file://" + quote(os.path.abspath(local))
+
+
+def _clip(
+    storage: TableLog,
+    visible: TableLog,
+    key: str,
+    files: Sequence[dict[str, Any]],
+    ranges: tuple[tuple[int, int], ...],
+) -> Clip:
+    """The clip file of ``key`` in ``ranges``: named by what it holds, so a retry or another
+    process finds it written and reuses it."""
+    digest = hashlib.sha256(
+        orjson.dumps([key, sorted(f["path"] for f in files), list(ranges)])
+    ).hexdigest()[:24]
+    return write_clip(storage, visible, key, [f["path"] for f in files], ranges, name=digest)
+
+
+def _current_files(table: DeltaTable) -> dict[str, dict[str, Any]]:
+    """The visible table's files, by path, as the remove actions that would drop them."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    partition = f"partition.{SEGMENT_KEY_COLUMN}"
+    return {
+        path: {"path": path, "size": int(size), "partitionValues": {SEGMENT_KEY_COLUMN: key}}
+        for path, size, key in zip(
+            actions["path"].to_pylist(),
+            actions["size_bytes"].to_pylist(),
+            actions[partition].to_pylist()
+            if partition in actions.column_names
+            else [None] * actions.num_rows,
+            strict=True,
+        )
+    }
+
+
+def _create(visible: TableLog, storage: TableLog) -> None:
+    """Version 0 of the visible table: the datasource table's protocol and schema."""
+    source = storage.table()
+    metadata = _metadata_action(source)
+    protocol = source.protocol()
+    versions: dict[str, Any] = {
+        "minReaderVersion": protocol.min_reader_version,
+        "minWriterVersion": protocol.min_writer_version,
+    }
+    if protocol.reader_features:
+        versions["readerFeatures"] = list(protocol.reader_features)
+    if protocol.writer_features:
+        versions["writerFeatures"] = list(protocol.writer_features)
+    entry: list[dict[str, Any]] = [
+        {
+            "commitInfo": {
+                "timestamp": _now(),
+                "operation": "CREATE TABLE",
+                "engineInfo": ENGINE_INFO,
+            }
+        },
+        {"protocol": versions},
+        {"metaData": metadata},
+    ]
+    if visible.local:
+        os.makedirs(visible.full("_delta_log"), exist_ok=True)
+        visible.put_entry_if_absent(0, _lines(entry))
+        return
+    try:
+        DeltaTable.create(
+            visible.delta_uri,
+            Schema.from_json(metadata["schemaString"]),
+            partition_by=[SEGMENT_KEY_COLUMN],
+            configuration=metadata["configuration"],
+            storage_options=visible.storage_options or None,
+            mode="ignore",
+        )
+    except DeltaError as e:
+        logger.debug("creating %s: %s (another process created it)", visible.uri, e)
+
+
+def _metadata_action(source: DeltaTable) -> dict[str, Any]:
+    """The visible table's ``metaData``: the datasource table's schema, ``__segment``
+    partitions, and the log kept a short while (one entry per visible change)."""
+    return {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": source.schema().to_json(),
+        "partitionColumns": [SEGMENT_KEY_COLUMN],
+        "configuration": {
+            "delta.logRetentionDuration": _RETAIN_LOG,
+            "delta.checkpointInterval": str(_CHECKPOINT_EVERY),
+        },
+        "createdTime": _now(),
+    }
+
+
+def _schema_change(storage: TableLog, table: DeltaTable) -> dict[str, Any] | None:
+    """A new ``metaData`` when the datasource table's schema grew (a new dimension)."""
+    source = storage.table().schema().to_json()
+    if source == table.schema().to_json():
+        return None
+    metadata = table.metadata()
+    return {
+        "id": metadata.id,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": source,
+        "partitionColumns": [SEGMENT_KEY_COLUMN],
+        "configuration": dict(metadata.configuration),
+        "createdTime": metadata.created_time,
+    }
+
+
+def _commit(
+    visible: TableLog,
+    base: int,
+    adds: Sequence[dict[str, Any]],
+    removes: Sequence[dict[str, Any]],
+    metadata: dict[str, Any] | None,
+    metadata_version: int,
+) -> bool:
+    """Commit the difference as version ``base + 1``; False when that version is taken."""
+    stamp = _now()
+    if visible.local:
+        entry: list[dict[str, Any]] = [
+            {
+                "commitInfo": {
+                    "timestamp": stamp,
+                    "operation": "WRITE",
+                    "engineInfo": ENGINE_INFO,
+                    "operationParameters": {
+                        "mode": "Overwrite",
+                        "partitionBy": json.dumps([SEGMENT_KEY_COLUMN]),
+                    },
+                }
+            },
+            {"txn": {"appId": VISIBLE_APP_ID, "version": metadata_version, "lastUpdated": stamp}},
+        ]
+        if metadata is not None:
+            entry.append({"metaData": metadata})
+        entry += [{"add": add} for add in adds]
+        entry += [
+            {
+                "remove": {
+                    **r,
+                    "deletionTimestamp": stamp,
+                    "dataChange": True,
+                    "extendedFileMetadata": True,
+                }
+            }
+            for r in removes
+        ]
+        return visible.put_entry_if_absent(base + 1, _lines(entry))
+    return _commit_through_delta_rs(visible, base, adds, removes, metadata_version)
+
+
+def _commit_through_delta_rs(
+    visible: TableLog,
+    base: int,
+    adds: Sequence[dict[str, Any]],
+    removes: Sequence[dict[str, Any]],
+    metadata_version: int,
+) -> bool:
+    """An object store's put-if-absent is delta-rs's conditional PUT, at ``base + 1``."""
+    table = visible.table(base)
+    stamp = _now()
+    actions: list[AddAction | RemoveAction] = [
+        AddAction(
+            a["path"],
+            a["size"],
+            a["partitionValues"],
+            a["modificationTime"],
+            True,
+            a["stats"] or "",
+        )
+        for a in adds
+    ]
+    actions += [
+        RemoveAction(r["path"], True, stamp, r["size"], r["partitionValues"]) for r in removes
+    ]
+    try:
+        table.create_write_transaction(
+            actions,
+            "append",
+            table.schema(),
+            partition_by=[SEGMENT_KEY_COLUMN],
+            commit_properties=CommitProperties(
+                max_commit_retries=0,
+                app_transactions=[Transaction(VISIBLE_APP_ID, metadata_version)],
+            ),
+            post_commithook_properties=PostCommitHookProperties(
+                create_checkpoint=False, cleanup_expired_logs=False
+            ),
+        )
+    except CommitFailedError as e:
+        logger.debug("visible table commit at %d lost: %s", base + 1, e)
+        return False
+    return True
+
+
+def _upkeep(visible: TableLog, version: int) -> None:
+    """A checkpoint every few versions (Spark replays the log after the last one on each
+    query), and the log behind it cleaned once past retention. Best effort: a failure
+    leaves the next one to do it."""
+    if version % _CHECKPOINT_EVERY:
+        return
+    try:
+        table = load_through_gaps(lambda: visible.table(version))
+        table.create_checkpoint()
+        table.cleanup_metadata()
+    except (DeltaError, OSError) as e:
+        logger.warning(
+            "checkpoint of the visible table %s at %d failed: %s", visible.uri, version, e
+        )
+
+
+def _lines(actions: Sequence[Mapping[str, Any]]) -> str:
+    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
