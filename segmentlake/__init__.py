@@ -17,8 +17,6 @@ Spark; ``Lake`` and ``spark_session`` load Spark lazily, on first use.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
 # The subpackage ``segmentlake.read`` (the reader) shares its name with the function ``read``:
@@ -54,11 +52,6 @@ from segmentlake.table import read as _read
 if TYPE_CHECKING:
     from segmentlake.lake import Lake
     from segmentlake.spark.session import spark_session
-
-try:
-    __version__: str = _distribution_version("segmentlake")
-except PackageNotFoundError:  # run from a source tree that is not installed
-    __version__ = "0+unknown"
 
 read = _read
 del _reader_package, _read
@@ -141,6 +134,13 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # importlib.metadata costs ~50 modules: only when asked
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("segmentlake")
+        except PackageNotFoundError:  # a source tree that is not installed
+            return "0+unknown"
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'segmentlake' has no attribute {name!r}")
@@ -149,3 +149,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     # The listed surface (and the module's dunders); submodules and older names still resolve.
     return sorted(set(__all__) | {name for name in globals() if name.startswith("__")})
+
+
+if TYPE_CHECKING:
+    __version__: str
