@@ -132,22 +132,26 @@ def latency(records: int, repeat: int) -> dict[str, Any]:
         out: dict[str, Any] = {"records": records, "fill_s": round(filled, 2)}
 
         def lock(i: int) -> None:
-            assert lake.try_lock(ds, day(i), group_id=f"lock-{i}").granted
+            assert lake.actions.try_lock(ds, day(i), group_id=f"lock-{i}").granted
 
         def alloc(i: int) -> None:
-            lake.allocate(ds, [AllocateRequest(day(500 + i), f"seq-{i}")], group_id=f"a-{i}")
+            lake.actions.allocate(
+                ds, [AllocateRequest(day(500 + i), f"seq-{i}")], group_id=f"a-{i}"
+            )
 
         publish_times = []
 
         def publish_one(i: int) -> None:
-            (pending,) = lake.allocate(ds, [AllocateRequest(day(800 + i), "p")], group_id=f"p{i}")
+            (pending,) = lake.actions.allocate(
+                ds, [AllocateRequest(day(800 + i), "p")], group_id=f"p{i}"
+            )
             sid = pending.segment_id
             seg = DataSegment(
                 ds, sid.interval, sid.version, NumberedShardSpec(sid.partition_num, 0),
                 load_spec={"type": "delta", "segment": f"p{i}"}, num_rows=1,
             )  # fmt: skip
             started = time.perf_counter()
-            lake.publish(ds, [seg], group_id=f"p{i}")
+            lake.actions.publish(ds, [seg], group_id=f"p{i}")
             publish_times.append(time.perf_counter() - started)
 
         out["try_lock"] = percentiles(timed(lock, repeat))
@@ -176,7 +180,7 @@ def bulk(lake: Lake, ds: str, count: int, *, start_hour: int) -> tuple[float, fl
     """Allocate ``count`` ids (one per hour chunk) in one commit, then publish them in one."""
     requests = [AllocateRequest(hour(start_hour + h), f"bulk-{h}") for h in range(count)]
     started = time.perf_counter()
-    pendings = lake.allocate(f"{ds}_hours", requests, group_id="bulk")
+    pendings = lake.actions.allocate(f"{ds}_hours", requests, group_id="bulk")
     allocated = time.perf_counter() - started
     segments = [
         DataSegment(
@@ -189,9 +193,9 @@ def bulk(lake: Lake, ds: str, count: int, *, start_hour: int) -> tuple[float, fl
         )
         for i, p in enumerate(pendings)
     ]
-    lake.heartbeat(f"{ds}_hours", "bulk")  # as a task does before it publishes
+    lake.actions.heartbeat(f"{ds}_hours", "bulk")  # as a task does before it publishes
     started = time.perf_counter()
-    lake.publish(f"{ds}_hours", segments, group_id="bulk")
+    lake.actions.publish(f"{ds}_hours", segments, group_id="bulk")
     return round(allocated, 2), round(time.perf_counter() - started, 2)
 
 
@@ -338,7 +342,7 @@ def _writer(args: tuple[str, str, int, Any, float, bool]) -> dict[str, Any]:
     while time.time() < deadline:
         started = time.time()
         with recording_commits() as log:
-            (p,) = lake.allocate(
+            (p,) = lake.actions.allocate(
                 "bench", [AllocateRequest(chunk, f"w{worker}-{n}")], group_id=f"w{worker}-{n}"
             )
         waits.append(time.time() - started)
@@ -463,9 +467,9 @@ def _gaps(ids: list[str]) -> int:
 def _renewer(args: tuple[str, int, int]) -> int:
     warehouse, worker, commits = args
     lake = Lake(None, warehouse)
-    assert lake.try_lock("bench", day(worker), group_id=f"u{worker}").granted
+    assert lake.actions.try_lock("bench", day(worker), group_id=f"u{worker}").granted
     for _ in range(commits - 1):
-        lake.heartbeat("bench", f"u{worker}")
+        lake.actions.heartbeat("bench", f"u{worker}")
     lake.metadata.settle()
     return commits
 
@@ -512,7 +516,7 @@ def upkeep(commits: int, writers: int, *, rounds: int = 10) -> dict[str, Any]:
             row |= _table_state(lake, warehouse)
             print(json.dumps(row), flush=True)
             curve.append(row)
-        latencies = timed(lambda i: lake.heartbeat("bench", "u0"), 30)
+        latencies = timed(lambda i: lake.actions.heartbeat("bench", "u0"), 30)
         return {
             "commits": done,
             "seconds": round(elapsed, 1),
@@ -535,7 +539,7 @@ def inspect(records: int, repeat: int) -> dict[str, Any]:
         lake = Lake(None, str(root / "wh"))
         fill(lake, "bench", records, days=1000)
         for i in range(5):
-            assert lake.try_lock("bench", day(2000 + i), group_id=f"held-{i}").granted
+            assert lake.actions.try_lock("bench", day(2000 + i), group_id=f"held-{i}").granted
         lake.set_rules("bench", [{"type": "loadForever", "tieredReplicants": {}}])
         lake.metadata.upkeep("bench", min_files=1)
         # Bytecode as an installed package has it (PYTHONDONTWRITEBYTECODE may be set).

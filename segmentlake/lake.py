@@ -10,12 +10,14 @@ import logging
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from segmentlake.actions import TaskActions
 from segmentlake.compact.control import (
     CompactionStatus,
     check_user_compaction_options,
@@ -30,7 +32,7 @@ from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import ETERNITY, Interval
-from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
+from segmentlake.core.locks import LockRequest, TaskLock
 from segmentlake.core.names import (
     SEGMENT_KEY_COLUMN,
     check_datasource_name,
@@ -49,7 +51,7 @@ from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import CommitConflict, DatasourceNotFound, SpecError, WarehouseNotFound
 from segmentlake.ingest.report import TaskReport
-from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.cleanup import mark_overshadowed_unused
 from segmentlake.metadata.cluster_records import (
     SegmentCopy,
@@ -64,7 +66,7 @@ from segmentlake.metadata.cluster_records import (
 from segmentlake.metadata.compaction_records import UserCompaction
 from segmentlake.metadata.lockbox import Lockbox, LockResult
 from segmentlake.metadata.migration import check_metadata_version
-from segmentlake.metadata.publish import PublishResult, publish
+from segmentlake.metadata.publish import PublishResult
 from segmentlake.metadata.records import (
     PendingSegment,
 )
@@ -82,6 +84,7 @@ from segmentlake.metadata.table_log import TableLog, local_path
 from segmentlake.metadata.tasks import task_reports
 from segmentlake.metadata.transaction import RetryPolicy
 from segmentlake.metadata.visible_table import (
+    current_version,
     datasource_table_path,
     sync_visible_table,
     visible_table_path,
@@ -96,6 +99,7 @@ if TYPE_CHECKING:
     from segmentlake.compact.manager import CompactionManager
     from segmentlake.coordinator.coordinator import Coordinator
     from segmentlake.ingest.task import IngestTarget
+    from segmentlake.table import Datasource
 
 __all__ = ["Lake"]
 
@@ -223,6 +227,25 @@ class Lake:
             )
         return datasource
 
+    def table(self, datasource: str, *, create: bool = False) -> Datasource:
+        """The handle of ``datasource`` (a :class:`~segmentlake.table.Datasource`): append,
+        overwrite, read, compact, ``.inspect`` and ``.maintenance`` of that one datasource.
+        Opening is not creating: a datasource the warehouse does not have raises
+        :class:`DatasourceNotFound` (or :class:`WarehouseNotFound`), unless ``create=True``,
+        which hands out the handle anyway and lets its first append or overwrite create it
+        (nothing is written now).
+
+        >>> wiki = lake.table("wiki")  # doctest: +SKIP
+        >>> wiki.read(interval="2024-01-01/P1D").count()  # doctest: +SKIP
+        """
+        from segmentlake.table import Datasource
+
+        if create:
+            check_datasource_name(datasource)
+        else:
+            self._require_datasource(datasource)
+        return Datasource(self, datasource)
+
     # -- segments ----------------------------------------------------------------------------
 
     def used_segments(
@@ -300,112 +323,67 @@ class Lake:
             )
         return changed
 
-    # -- locks -------------------------------------------------------------------------------
+    # -- the task-action API (moved to lake.actions) ------------------------------------------
+
+    @property
+    def actions(self) -> TaskActions:
+        """The task-action API of this warehouse — locks, leases, segment allocation and
+        publish (:class:`~segmentlake.actions.TaskActions`), for writers of their own.
+
+        >>> lake.actions.try_lock("wiki", "2024-01-01/P1D", group_id="job-1")  # doctest: +SKIP
+        """
+        actions = self.__dict__.get("_actions")
+        if actions is None or actions.lockbox is not self.lockbox:
+            actions = self.__dict__["_actions"] = TaskActions(self.lockbox)
+        return actions
 
     def lock_request(
-        self,
-        datasource: str,
-        interval: Interval | str,
-        *,
-        group_id: str,
-        task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
-        priority: int = 0,
-        version: str | None = None,
-        partition_num: int | None = None,
+        self, datasource: str, interval: Interval | str, **options: Any
     ) -> LockRequest:
-        """Build (and validate) a lock request; ``task_id`` defaults to ``group_id``."""
-        return LockRequest(
-            group_id,
-            task_id or group_id,
-            check_datasource_name(datasource),
-            _interval(interval),
-            LockType(lock_type),
-            LockGranularity(granularity),
-            priority,
-            version,
-            partition_num,
-        )
+        """Deprecated: use ``lake.actions.lock_request``."""
+        _moved("lock_request")
+        return self.actions.lock_request(datasource, interval, **options)
 
     def try_lock(self, datasource: str, interval: Interval | str, **options: Any) -> LockResult:
-        """Try to lock now: the granted lock, or the live holders that refused it. Options are
-        those of :meth:`lock_request` (``group_id`` required).
+        """Deprecated: use ``lake.actions.try_lock``."""
+        _moved("try_lock")
+        return self.actions.try_lock(datasource, interval, **options)
 
-        >>> lake.try_lock("wiki", "2024-01-01/P1D", group_id="overwrite-1")  # doctest: +SKIP
-        """
-        return self.lockbox.try_lock(self.lock_request(datasource, interval, **options))
-
-    def lock(
-        self,
-        datasource: str,
-        interval: Interval | str,
-        *,
-        timeout_s: float = 30.0,
-        **options: Any,
-    ) -> TaskLock:
-        """Lock, waiting up to ``timeout_s`` for conflicting holders (or their leases) to go;
-        raises :class:`LockRefused` naming them after that."""
-        request = self.lock_request(datasource, interval, **options)
-        return self.lockbox.lock(request, timeout_s=timeout_s)
+    def lock(self, datasource: str, interval: Interval | str, **options: Any) -> TaskLock:
+        """Deprecated: use ``lake.actions.lock``."""
+        _moved("lock")
+        return self.actions.lock(datasource, interval, **options)
 
     def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
-        """Renew the group's leases; returns the locks still held."""
-        return self.lockbox.heartbeat(check_datasource_name(datasource), group_id)
+        """Deprecated: use ``lake.actions.heartbeat``."""
+        _moved("heartbeat")
+        return self.actions.heartbeat(datasource, group_id)
 
-    def release_locks(
-        self, datasource: str, group_id: str, *, interval: Interval | str | None = None
-    ) -> int:
-        return self.lockbox.release(
-            check_datasource_name(datasource),
-            group_id,
-            interval=None if interval is None else _interval(interval),
-        )
+    def release_locks(self, datasource: str, group_id: str, **options: Any) -> int:
+        """Deprecated: use ``lake.actions.release_locks``."""
+        _moved("release_locks")
+        return self.actions.release_locks(datasource, group_id, **options)
+
+    def allocate(
+        self, datasource: str, requests: Sequence[AllocateRequest], **options: Any
+    ) -> list[PendingSegment]:
+        """Deprecated: use ``lake.actions.allocate``."""
+        _moved("allocate")
+        return self.actions.allocate(datasource, requests, **options)
+
+    def publish(
+        self, datasource: str, segments: Sequence[DataSegment], **options: Any
+    ) -> PublishResult:
+        """Deprecated: use ``lake.actions.publish``."""
+        _moved("publish")
+        return self.actions.publish(datasource, segments, **options)
+
+    # -- locks -------------------------------------------------------------------------------
 
     def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
         """The datasource's live locks (and expired ones with ``include_expired``)."""
         datasource = self._require_datasource(datasource)
         return self.lockbox.locks(datasource, include_expired=include_expired)
-
-    # -- allocation and publish ---------------------------------------------------------------
-
-    def allocate(
-        self,
-        datasource: str,
-        requests: Sequence[AllocateRequest],
-        *,
-        group_id: str,
-        task_id: str | None = None,
-        priority: int = 0,
-        overwrite_version: str | None = None,
-    ) -> list[PendingSegment]:
-        """Allocate segment ids with their segment locks in one commit (see allocation)."""
-        return allocate(
-            self.lockbox,
-            check_datasource_name(datasource),
-            requests,
-            group_id=group_id,
-            task_id=task_id or group_id,
-            priority=priority,
-            overwrite_version=overwrite_version,
-        )
-
-    def publish(
-        self,
-        datasource: str,
-        segments: Sequence[DataSegment],
-        *,
-        group_id: str,
-        release_locks: bool = True,
-    ) -> PublishResult:
-        """Publish segments under the group's locks in one commit (all or nothing)."""
-        return publish(
-            self.lockbox,
-            check_datasource_name(datasource),
-            segments,
-            group_id=group_id,
-            release_locks=release_locks,
-        )
 
     # -- ingestion ---------------------------------------------------------------------------
 
@@ -767,6 +745,7 @@ class Lake:
         filter: str | Column | None = None,
         *,
         tier: str | None = None,
+        _sync: bool = True,
     ) -> DataFrame:
         """Exactly the visible rows of ``datasource`` (in ``interval``): ``__time`` (UTC
         TIMESTAMP) and ``columns`` (default every dimension and metric), matching ``filter``
@@ -785,7 +764,11 @@ class Lake:
         datasource = self._require_datasource(datasource)
         tier = tier or self.spark.conf.get(TIER_CONF, None) or None
         if tier is None:
-            version = self._visible_version(datasource)
+            version = (
+                self._visible_version(datasource)
+                if _sync
+                else current_version(self.metadata, datasource)
+            )
             if version is not None:
                 return read_visible_table(
                     self.spark,
@@ -959,6 +942,16 @@ class Lake:
 
     def __repr__(self) -> str:
         return f"Lake({self.warehouse!r})"
+
+
+def _moved(name: str) -> None:
+    """Warn that ``Lake.<name>`` moved to the task-action API (``lake.actions.<name>``)."""
+    warnings.warn(
+        f"Lake.{name} is deprecated: the task-action API moved to lake.actions "
+        f"(lake.actions.{name}); user operations are on lake.table(datasource)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def qualified_warehouse(warehouse: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from segmentlake.core.names import quote_identifier, sql_path
+from segmentlake.errors import SpecError
 from segmentlake.metadata.compaction_records import RUNNING, SELECTION, USER
 from segmentlake.metadata.records import (
     COLUMNS,
@@ -23,7 +24,7 @@ from segmentlake.metadata.records import (
 )
 from segmentlake.metadata.store import MetadataStore
 
-__all__ = ["register_system_views"]
+__all__ = ["SYSTEM_VIEWS", "register_system_views", "system_view_sql"]
 
 _TS = "CAST(timestamp_millis({col}) AS TIMESTAMP)"
 # A sum over the phases of a task report's ``phase_metrics``; NULL when the report has none
@@ -188,6 +189,17 @@ def current_rows_sql(path: str) -> str:
     )
 
 
+SYSTEM_VIEWS: tuple[str, ...] = tuple(_VIEWS)
+
+
+def system_view_sql(store: MetadataStore, view: str) -> str:
+    """The query of the system view ``view`` (one of :data:`SYSTEM_VIEWS`, e.g. ``"segments"``)
+    over ``store``'s current rows, for ``spark.sql`` without registering a view."""
+    if view not in _VIEWS:
+        raise SpecError(f"no system view {view!r}; there are {', '.join(_VIEWS)}")
+    return _VIEWS[view].format(table=current_rows_sql(store.path))
+
+
 def register_system_views(
     spark: SparkSession, store: MetadataStore, *, prefix: str = "segmentlake_"
 ) -> list[str]:
@@ -196,9 +208,9 @@ def register_system_views(
     ``<prefix>rule_history``, ``<prefix>volumes`` and ``<prefix>segment_copies``; return their
     names."""
     names = []
-    for suffix, sql in _VIEWS.items():
+    for suffix in _VIEWS:
         name = f"{prefix}{suffix}"
-        query = sql.format(table=current_rows_sql(store.path))
+        query = system_view_sql(store, suffix)
         spark.sql(f"CREATE OR REPLACE TEMP VIEW {quote_identifier(name)} AS {query}")
         names.append(name)
     return names

@@ -56,6 +56,7 @@ from segmentlake.metadata.visible_clips import Clip, write_clip
 __all__ = [
     "VISIBLE_APP_ID",
     "SyncReport",
+    "current_version",
     "datasource_table_path",
     "sync_visible_table",
     "syncs_are_deferred",
@@ -194,6 +195,23 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         f"the visible table of {datasource!r} lost {_ATTEMPTS} commit races in a row; "
         "it catches up at the next sync"
     )
+
+
+def current_version(store: MetadataStore, datasource: str) -> int | None:
+    """The visible table's version if it shows the metadata's current timeline of
+    ``datasource``, else None (no table yet, or behind); reads only, commits nothing."""
+    visible = TableLog(
+        visible_table_path(store.warehouse, datasource),
+        storage_options=store.table.storage_options,
+    )
+    metadata_version = store.table.refresh()
+    base = visible.version()
+    if base < 0:
+        return None
+    applied = visible.table(base).transaction_version(VISIBLE_APP_ID)
+    if applied is None or not _unchanged(store, datasource, applied, metadata_version):
+        return None
+    return base
 
 
 def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:

@@ -41,8 +41,8 @@ def _report() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     lake = Lake(None, str(tmp_path_factory.mktemp("cli-fuzz") / "wh"), lease_seconds=600)
-    pending = lake.allocate("wiki", [AllocateRequest(day_after(0), "s")], group_id="g")
-    lake.publish("wiki", [pending_segment(p) for p in pending], group_id="g")
+    pending = lake.actions.allocate("wiki", [AllocateRequest(day_after(0), "s")], group_id="g")
+    lake.actions.publish("wiki", [pending_segment(p) for p in pending], group_id="g")
     return lake.warehouse
 
 

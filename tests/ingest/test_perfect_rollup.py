@@ -21,9 +21,9 @@ from segmentlake import (
     DimensionRangeShardSpec,
     HashBasedNumberedShardSpec,
     Interval,
-    SingleDimensionShardSpec,
     SpecError,
 )
+from segmentlake.core.shard_spec import SingleDimensionShardSpec
 from segmentlake.lake import Lake
 
 pytestmark = pytest.mark.spark

@@ -44,7 +44,7 @@ def test_allocation_ids_versions_and_idempotence(lake: Lake, ds: str) -> None:
     lake.metadata.create()
     before = latest_version(lake)
 
-    first = lake.allocate(
+    first = lake.actions.allocate(
         ds,
         [
             AllocateRequest(DAY, "seq-a"),
@@ -69,7 +69,7 @@ def test_allocation_ids_versions_and_idempotence(lake: Lake, ds: str) -> None:
     assert {(lk.granularity.value, lk.lock_type.value) for lk in locks} == {("SEGMENT", "APPEND")}
 
     # The same (sequence name, previous id) again: the same ids, and no commit.
-    again = lake.allocate(
+    again = lake.actions.allocate(
         ds,
         [
             AllocateRequest(NEXT_DAY, "seq-c"),
@@ -82,13 +82,15 @@ def test_allocation_ids_versions_and_idempotence(lake: Lake, ds: str) -> None:
     # Regression: a pair that allocated in the day is no id for the next day (it was handed
     # back, misplacing the rows; or, outside the read span, re-allocated unrecorded).
     with pytest.raises(SpecError, match="seq-b"):
-        lake.allocate(ds, [AllocateRequest(NEXT_DAY, "seq-b")], group_id="append-1")
+        lake.actions.allocate(ds, [AllocateRequest(NEXT_DAY, "seq-b")], group_id="append-1")
     assert latest_version(lake) == before + 1
 
     # The sequence goes on from its previous id; another group appends to the same chunk
     # (segment locks on fresh ids never conflict).
-    (chained,) = lake.allocate(ds, [AllocateRequest(DAY, "seq-a", str(a))], group_id="append-1")
-    (other,) = lake.allocate(ds, [AllocateRequest(NOON, "seq-z")], group_id="append-2")
+    (chained,) = lake.actions.allocate(
+        ds, [AllocateRequest(DAY, "seq-a", str(a))], group_id="append-1"
+    )
+    (other,) = lake.actions.allocate(ds, [AllocateRequest(NOON, "seq-z")], group_id="append-2")
     assert (chained.segment_id.version, chained.segment_id.partition_num) == (a.version, 2)
     # An hour inside the day joins the day's chunk.
     assert (other.segment_id.interval, other.segment_id.version) == (DAY, a.version)
@@ -97,14 +99,14 @@ def test_allocation_ids_versions_and_idempotence(lake: Lake, ds: str) -> None:
 
 
 def test_appends_join_the_chunk_and_overwrites_take_ids_from_32768(lake: Lake, ds: str) -> None:
-    writer = lake.try_lock(ds, DAY, group_id="ingest").lock
+    writer = lake.actions.try_lock(ds, DAY, group_id="ingest").lock
     assert writer is not None
     version = writer.version
     core = [segment(ds, DAY, version, p, core=3) for p in range(3)]
-    assert lake.publish(ds, core, group_id="ingest").segments == 3
+    assert lake.actions.publish(ds, core, group_id="ingest").segments == 3
 
-    (append,) = lake.allocate(ds, [AllocateRequest(DAY, "append")], group_id="append")
-    compaction = lake.allocate(
+    (append,) = lake.actions.allocate(ds, [AllocateRequest(DAY, "append")], group_id="append")
+    compaction = lake.actions.allocate(
         ds,
         [AllocateRequest(DAY, "compact-0"), AllocateRequest(DAY, "compact-1")],
         group_id="compact",
@@ -118,24 +120,26 @@ def test_appends_join_the_chunk_and_overwrites_take_ids_from_32768(lake: Lake, d
         (version, 32769),
     ]
     # An overwrite's exclusive time-chunk lock (equal priority) must wait for both groups.
-    refused = lake.try_lock(ds, DAY, group_id="overwrite")
+    refused = lake.actions.try_lock(ds, DAY, group_id="overwrite")
     assert {lk.group_id for lk in refused.conflicting} == {"append", "compact"}
 
 
 def test_allocation_refused_by_an_exclusive_time_chunk_lock_unless_higher_priority(
     lake: Lake, ds: str
 ) -> None:
-    overwrite = lake.try_lock(ds, DAY, group_id="overwrite", priority=5).lock
+    overwrite = lake.actions.try_lock(ds, DAY, group_id="overwrite", priority=5).lock
     assert overwrite is not None
 
     for priority in (0, 5):
         with pytest.raises(LockRefused, match="overwrite") as refused:
-            lake.allocate(ds, [AllocateRequest(NOON, "s")], group_id="append", priority=priority)
+            lake.actions.allocate(
+                ds, [AllocateRequest(NOON, "s")], group_id="append", priority=priority
+            )
         assert [lk.group_id for lk in refused.value.conflicting] == ["overwrite"]
 
     # Strictly higher priority: both allocations of the batch revoke the same lock (one row
     # change, or the MERGE would reject two source rows for one target row).
-    urgent = lake.allocate(
+    urgent = lake.actions.allocate(
         ds,
         [AllocateRequest(DAY, "s1"), AllocateRequest(DAY, "s2")],
         group_id="urgent",
@@ -145,7 +149,7 @@ def test_allocation_refused_by_an_exclusive_time_chunk_lock_unless_higher_priori
     assert [p.segment_id.partition_num for p in urgent] == [0, 1]
     assert {lk.group_id for lk in lake.locks(ds)} == {"urgent"}
     with pytest.raises(LockRefused, match="revoked"):
-        lake.publish(ds, [segment(ds, DAY, overwrite.version)], group_id="overwrite")
+        lake.actions.publish(ds, [segment(ds, DAY, overwrite.version)], group_id="overwrite")
 
 
 def test_tasks_view_sums_the_phase_metrics_of_each_report(lake: Lake, ds: str) -> None:
@@ -183,7 +187,7 @@ def test_tasks_view_sums_the_phase_metrics_of_each_report(lake: Lake, ds: str) -
 
 
 def test_publish_is_all_or_nothing_and_views_show_it(lake: Lake, ds: str) -> None:
-    allocated = lake.allocate(
+    allocated = lake.actions.allocate(
         ds, [AllocateRequest(DAY, f"seq-{i}") for i in range(3)], group_id="task"
     )
     segments = [pending_segment(p) for p in allocated]
@@ -211,12 +215,12 @@ def test_publish_is_all_or_nothing_and_views_show_it(lake: Lake, ds: str) -> Non
     ]
     for bad in uncovered:
         with pytest.raises(LockRefused) as refused:
-            lake.publish(ds, [*segments, bad], group_id="task")
+            lake.actions.publish(ds, [*segments, bad], group_id="task")
         assert str(bad.id) in str(refused.value)
     with pytest.raises(LockRefused):  # another group cannot use the task's locks
-        lake.publish(ds, segments, group_id="intruder")
+        lake.actions.publish(ds, segments, group_id="intruder")
     with pytest.raises(SpecError):
-        lake.publish(ds, [segment(ds + "x", DAY, version)], group_id="task")
+        lake.actions.publish(ds, [segment(ds + "x", DAY, version)], group_id="task")
 
     # Nothing was published; the allocations and their locks stand.
     assert lake.used_segments(ds) == []
@@ -231,7 +235,7 @@ def test_publish_is_all_or_nothing_and_views_show_it(lake: Lake, ds: str) -> Non
         ("task", "SEGMENT", True)
     }
 
-    result = lake.publish(ds, segments, group_id="task")
+    result = lake.actions.publish(ds, segments, group_id="task")
 
     assert (result.segments, result.locks_released) == (3, 3)
     assert lake.used_segments(ds) == segments
@@ -250,12 +254,12 @@ def test_publish_is_all_or_nothing_and_views_show_it(lake: Lake, ds: str) -> Non
 
 @pytest.mark.slow
 def test_publishing_2000_segments_is_one_commit(lake: Lake, ds: str) -> None:
-    lock = lake.try_lock(ds, MONTH, group_id="bulk").lock
+    lock = lake.actions.try_lock(ds, MONTH, group_id="bulk").lock
     assert lock is not None
     segments = [segment(ds, MONTH, lock.version, p, core=2000) for p in range(2000)]
     before = latest_version(lake)
 
-    result = lake.publish(ds, segments, group_id="bulk")
+    result = lake.actions.publish(ds, segments, group_id="bulk")
 
     assert (result.segments, result.locks_released) == (2000, 1)
     new = [r for r in history(lake) if r["version"] > before]
@@ -269,16 +273,16 @@ def test_publishing_2000_segments_is_one_commit(lake: Lake, ds: str) -> None:
 
 
 def test_mark_unused_and_used_change_the_timeline(lake: Lake, ds: str) -> None:
-    first = lake.try_lock(ds, DAY, group_id="v1").lock
+    first = lake.actions.try_lock(ds, DAY, group_id="v1").lock
     assert first is not None
     old = [segment(ds, DAY, first.version, p, core=2) for p in range(2)]
-    lake.publish(ds, old, group_id="v1")
+    lake.actions.publish(ds, old, group_id="v1")
     # An overwrite's exclusive time-chunk lock gets a version above the chunk's.
-    second = lake.try_lock(ds, DAY, group_id="v2").lock
+    second = lake.actions.try_lock(ds, DAY, group_id="v2").lock
     assert second is not None
     assert second.version > first.version
     new = segment(ds, DAY, second.version, 0, core=1)
-    lake.publish(ds, [new], group_id="v2")
+    lake.actions.publish(ds, [new], group_id="v2")
 
     def visible() -> list[str]:
         return sorted(str(s.id) for h in lake.timeline(ds).lookup(DAY) for s in h.segments)
@@ -312,11 +316,11 @@ def test_metadata_schema_version_check(spark: SparkSession, warehouse: str) -> N
 
 def test_commit_on_a_stale_read_conflicts_and_other_datasources_do_not(lake: Lake, ds: str) -> None:
     other = ds + "_other"
-    lock = lake.try_lock(ds, DAY, group_id="a").lock
+    lock = lake.actions.try_lock(ds, DAY, group_id="a").lock
     assert lock is not None
     stale = lake.metadata.read(ds)
     stale_other = lake.metadata.read(other)
-    assert lake.release_locks(ds, "a") == 1  # a commit on ds after the stale read
+    assert lake.actions.release_locks(ds, "a") == 1  # a commit on ds after the stale read
     version = latest_version(lake)
     change = Change("upsert", lock_row(lock, now_ms=int(time.time() * 1000)))
 
@@ -337,7 +341,7 @@ def test_commit_on_a_stale_read_conflicts_and_other_datasources_do_not(lake: Lak
     assert history(lake)[-1]["commit_id"] == "fresh-commit"
     # A commit that only inserted a row where the read looked conflicts too.
     before_insert = lake.metadata.read(ds)
-    assert lake.try_lock(ds, NEXT_DAY, group_id="b").granted
+    assert lake.actions.try_lock(ds, NEXT_DAY, group_id="b").granted
     late = [Change("delete", change.row)]
     with pytest.raises(Conflict):
         lake.metadata.commit(before_insert, late, commit_id="late", operation="t")
@@ -345,7 +349,7 @@ def test_commit_on_a_stale_read_conflicts_and_other_datasources_do_not(lake: Lak
     # Into an empty partition: the first writer wins, the second decides again.
     empty = ds + "_empty"
     before_first = lake.metadata.read(empty)
-    assert lake.try_lock(empty, DAY, group_id="c").granted
+    assert lake.actions.try_lock(empty, DAY, group_id="c").granted
     first = Change("upsert", lock_row(replace(lock, datasource=empty), now_ms=0))
     with pytest.raises(Conflict):
         lake.metadata.commit(before_first, [first], commit_id="second-first", operation="t")

@@ -162,15 +162,15 @@ def test_a_held_rows_lease_renewed_by_a_lease_only_commit_is_read(
 def test_an_allocation_key_taken_on_another_chunk_is_found(tmp_path: Path) -> None:
     first = Lake(None, str(tmp_path / "wh"))
     second = Lake(None, str(tmp_path / "wh"))  # its own store: as another process
-    first.allocate(DS, [AllocateRequest(day_after(50), "warm")], group_id="w")
-    second.allocate(DS, [AllocateRequest(day_after(60), "warm2")], group_id="w2")
-    first.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
+    first.actions.allocate(DS, [AllocateRequest(day_after(50), "warm")], group_id="w")
+    second.actions.allocate(DS, [AllocateRequest(day_after(60), "warm2")], group_id="w2")
+    first.actions.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
 
     # The same (sequence, previous id) in another interval: as in Druid, refused.
     with pytest.raises(SpecError, match="already allocated"):
-        second.allocate(DS, [AllocateRequest(NEXT_DAY, "seq")], group_id="g2")
+        second.actions.allocate(DS, [AllocateRequest(NEXT_DAY, "seq")], group_id="g2")
     # And in its own interval it is the same id, not a second one.
-    (again,) = second.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
+    (again,) = second.actions.allocate(DS, [AllocateRequest(DAY, "seq")], group_id="g1")
     pending = second.metadata.rows(DS, pc.field("id") == "seq|")
     assert [r["payload"] for r in pending] == [str(again.segment_id)]
 

@@ -20,15 +20,15 @@ from tests.metadata.support import day_after, pending_segment, segment
 
 def _append(lake: Lake, ds: str, days: list[int], group: str) -> None:
     requests = [AllocateRequest(day_after(d), f"{group}-{d}") for d in days]
-    pending = lake.allocate(ds, requests, group_id=group)
-    lake.publish(ds, [pending_segment(p) for p in pending], group_id=group)
+    pending = lake.actions.allocate(ds, requests, group_id=group)
+    lake.actions.publish(ds, [pending_segment(p) for p in pending], group_id=group)
 
 
 def _overwrite(lake: Lake, ds: str, day: int) -> None:
-    granted = lake.try_lock(ds, day_after(day), group_id="overwrite")
+    granted = lake.actions.try_lock(ds, day_after(day), group_id="overwrite")
     assert granted.granted
     version = lake.locks(ds)[0].version
-    lake.publish(ds, [segment(ds, day_after(day), version)], group_id="overwrite")
+    lake.actions.publish(ds, [segment(ds, day_after(day), version)], group_id="overwrite")
 
 
 def test_segment_records_and_listing_match_the_segments(tmp_path: Path) -> None:
@@ -92,10 +92,10 @@ def test_the_timeline_picture_draws_every_segment_in_its_state(tmp_path: Path) -
 
 def _replace(lake: Lake, ds: str, interval: Interval, specs: list[ShardSpec], group: str) -> None:
     """Publish ``specs`` under a new version of ``interval`` (an overwrite's lock)."""
-    assert lake.try_lock(ds, interval, group_id=group).granted
+    assert lake.actions.try_lock(ds, interval, group_id=group).granted
     version = next(lock.version for lock in lake.locks(ds) if lock.group_id == group)
     segments = [segment(ds, interval, version, shard_spec=spec) for spec in specs]
-    lake.publish(ds, segments, group_id=group)
+    lake.actions.publish(ds, segments, group_id=group)
 
 
 def _as_lookup(lake: Lake, ds: str, query: Interval) -> list[tuple[object, ...]]:

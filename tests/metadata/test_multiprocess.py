@@ -361,5 +361,5 @@ def test_killed_holder_is_taken_over_after_its_lease(pool: Pool, warehouse_lake:
     # The dead task's publish, had it only been slow: refused, nothing published.
     dead = DataSegment(ds, DAY, held["version"], NumberedShardSpec(0, 1), num_rows=1, size=1)
     with pytest.raises(LockRefused, match="refused"):
-        lake.publish(ds, [dead], group_id="doomed")
+        lake.actions.publish(ds, [dead], group_id="doomed")
     assert lake.used_segments(ds) == []

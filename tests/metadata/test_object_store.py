@@ -83,7 +83,7 @@ def _allocate(args: tuple[str, dict[str, str], int, float]) -> dict[str, object]
     ids, times = [], []
     for n in range(PER_WRITER):
         started = time.time()
-        (pending,) = lake.allocate(
+        (pending,) = lake.actions.allocate(
             "s3ds", [AllocateRequest(DAY, f"w{worker}-{n}")], group_id=f"w{worker}-{n}"
         )
         times.append((started, time.time()))
@@ -123,7 +123,7 @@ def test_announcements_and_fold_claims_land_on_s3(s3: dict[str, str]) -> None:
     warehouse = f"s3://{BUCKET}/claims"
     lake = Lake.create(None, warehouse, storage_options=s3)
     for i in range(3):
-        assert lake.try_lock("claims", day_after(i), group_id=f"g{i}").granted
+        assert lake.actions.try_lock("claims", day_after(i), group_id=f"g{i}").granted
     store = MetadataStore(warehouse, storage_options=s3)
     before = store.version()
 

@@ -42,10 +42,10 @@ def lock(ds: str, name: str, start: int, end: int) -> dict[str, object]:
 def test_a_second_store_follows_commits_of_the_first(
     spark: SparkSession, lake: Lake, ds: str
 ) -> None:
-    assert lake.try_lock(ds, DAY, group_id="a").granted
+    assert lake.actions.try_lock(ds, DAY, group_id="a").granted
     other = Lake(spark, lake.warehouse)  # its own log follower and row cache
     assert [lk.group_id for lk in other.locks(ds)] == ["a"]
-    assert other.release_locks(ds, "a") == 1
+    assert other.actions.release_locks(ds, "a") == 1
     assert lake.locks(ds) == []
 
 
@@ -128,7 +128,7 @@ def test_other_datasources_never_conflict(lake: Lake, ds: str) -> None:
     lake.metadata.create()
     store = MetadataStore(lake.warehouse)
     mine = store.read(ds)  # the whole datasource: a commit anywhere in it would conflict
-    lake.try_lock(f"{ds}_other", DAY, group_id="x")
+    lake.actions.try_lock(f"{ds}_other", DAY, group_id="x")
     change = Change("upsert", lock(ds, "m", *DAY.key))
     assert store.commit(mine, [change], commit_id="m", operation="t")
 
@@ -136,7 +136,7 @@ def test_other_datasources_never_conflict(lake: Lake, ds: str) -> None:
 def test_upkeep_keeps_few_files_and_loses_no_row(spark: SparkSession, lake: Lake, ds: str) -> None:
     count = UPKEEP_FILES * 3
     for i in range(count):
-        assert lake.try_lock(ds, day_after(i), group_id=f"g{i}").granted
+        assert lake.actions.try_lock(ds, day_after(i), group_id=f"g{i}").granted
     lake.metadata.settle()  # the background upkeep the commits started
     lake.metadata.upkeep(ds, min_files=2)  # what it does when due
     lake.metadata.table.refresh()
@@ -153,12 +153,12 @@ def test_upkeep_keeps_few_files_and_loses_no_row(spark: SparkSession, lake: Lake
 
 
 def test_a_heartbeat_is_one_row_for_any_number_of_locks(lake: Lake, ds: str) -> None:
-    requests = [lake.lock_request(ds, day_after(i), group_id="many") for i in range(50)]
+    requests = [lake.actions.lock_request(ds, day_after(i), group_id="many") for i in range(50)]
     assert lake.lockbox.try_lock_all(requests).granted
     before = history(lake)[-1]["version"]
     expiry = min(lk.expires_millis for lk in lake.locks(ds))
     time.sleep(0.05)
-    assert len(lake.heartbeat(ds, "many")) == 50
+    assert len(lake.actions.heartbeat(ds, "many")) == 50
     new = [r for r in history(lake) if r["version"] > before]
     assert [r["operation"] for r in new] == ["heartbeat"]
     (version,) = [r["version"] for r in new]
@@ -171,8 +171,8 @@ def test_a_heartbeat_is_one_row_for_any_number_of_locks(lake: Lake, ds: str) -> 
 
 
 def test_rows_selects_columns_and_filters(lake: Lake, ds: str) -> None:
-    assert lake.try_lock(ds, DAY, group_id="a").granted
-    assert lake.try_lock(ds, day_after(3), group_id="b").granted
+    assert lake.actions.try_lock(ds, DAY, group_id="a").granted
+    assert lake.actions.try_lock(ds, day_after(3), group_id="b").granted
 
     rows = lake.metadata.rows(
         ds, (pc.field("kind") == LOCK) & (pc.field("group_id") == "b"), columns=["group_id", "kind"]

@@ -23,15 +23,15 @@ def _setup(lake: Lake, ds: str):
     """An hour segment S0 (version v1), a REPLACE lock over the day (version vr > v1), then
     an append allocated into S0's chunk (v1): returns (S0, the replacing segment, the
     append's segment)."""
-    lake.lock(ds, HOUR, group_id="seed")
+    lake.actions.lock(ds, HOUR, group_id="seed")
     s0 = segment(ds, HOUR, lake.locks(ds)[0].version)
-    lake.publish(ds, [s0], group_id="seed")
+    lake.actions.publish(ds, [s0], group_id="seed")
     replace_lock = lake.lockbox.try_lock(
         LockRequest("R", "R", ds, DAY, LockType.REPLACE, LockGranularity.TIME_CHUNK)
     ).lock
     assert replace_lock is not None
     assert replace_lock.version > s0.version
-    (pending,) = lake.allocate(ds, [AllocateRequest(HOUR, "A|0")], group_id="A")
+    (pending,) = lake.actions.allocate(ds, [AllocateRequest(HOUR, "A|0")], group_id="A")
     assert pending.segment_id.version == s0.version  # the append joins the old chunk
     appended = pending_segment(pending)
     replacing = segment(ds, DAY, replace_lock.version, 0, 1)
@@ -75,15 +75,15 @@ def test_segments_read_by_the_replace_are_not_upgraded(lake: Lake, ds: str) -> N
     s0, replacing, _ = _setup(lake, ds)
     result = publish(lake.lockbox, ds, [replacing], group_id="R", replaced=frozenset({str(s0.id)}))
     assert result.upgraded == ()
-    lake.release_locks(ds, "A")
+    lake.actions.release_locks(ds, "A")
 
 
 def test_an_exclusive_overwrite_hides_what_it_replaces(lake: Lake, ds: str) -> None:
     """No copies without REPLACE semantics: an overwrite replaces data on purpose."""
-    lake.lock(ds, HOUR, group_id="seed")
+    lake.actions.lock(ds, HOUR, group_id="seed")
     s0 = segment(ds, HOUR, lake.locks(ds)[0].version)
-    lake.publish(ds, [s0], group_id="seed")
-    lock = lake.lock(ds, DAY, group_id="O")
+    lake.actions.publish(ds, [s0], group_id="seed")
+    lock = lake.actions.lock(ds, DAY, group_id="O")
     result = publish(lake.lockbox, ds, [segment(ds, DAY, lock.version, 0, 1)], group_id="O")
     assert result.upgraded == ()
     assert [s.interval for s in _visible(lake, ds)] == [DAY]
@@ -92,10 +92,10 @@ def test_an_exclusive_overwrite_hides_what_it_replaces(lake: Lake, ds: str) -> N
 def test_finer_requests_landing_in_one_coarser_chunk_get_distinct_ids(lake: Lake, ds: str) -> None:
     """Appends by HOUR into a day that a DAY chunk holds (after a major compaction HOUR ->
     DAY) all join the DAY chunk, each with its own partition id."""
-    lock = lake.lock(ds, DAY, group_id="day")
-    lake.publish(ds, [segment(ds, DAY, lock.version, 0, 1)], group_id="day")
+    lock = lake.actions.lock(ds, DAY, group_id="day")
+    lake.actions.publish(ds, [segment(ds, DAY, lock.version, 0, 1)], group_id="day")
     hours = [Interval.parse(f"2024-01-01T{h:02d}:00/PT1H") for h in (3, 4, 5)]
-    pending = lake.allocate(ds, [AllocateRequest(h, f"A|{h}") for h in hours], group_id="A")
+    pending = lake.actions.allocate(ds, [AllocateRequest(h, f"A|{h}") for h in hours], group_id="A")
     assert {p.segment_id.interval for p in pending} == {DAY}
     assert sorted(p.segment_id.partition_num for p in pending) == [1, 2, 3]
     published = publish(

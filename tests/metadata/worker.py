@@ -84,7 +84,7 @@ class Worker:
         released by one barrier would reach the metadata table seconds apart, not together."""
         scratch = Lake(self.spark, str(self.dir / "scratch"))
         day = Interval.parse("2000-01-01/P1D")
-        scratch.allocate("warmup", [AllocateRequest(day, "warmup")], group_id="warmup")
+        scratch.actions.allocate("warmup", [AllocateRequest(day, "warmup")], group_id="warmup")
 
     def lake(self, command: dict[str, Any]) -> Lake:
         key = (command["warehouse"], float(command.get("lease_seconds", 60.0)))
@@ -149,7 +149,7 @@ class Worker:
         out = []
         for name in command["sequences"]:
             with self.timed("allocate"):
-                [pending] = lake.allocate(
+                [pending] = lake.actions.allocate(
                     command["ds"], [AllocateRequest(day, name)], group_id=command["group"]
                 )
             sid = pending.segment_id
@@ -166,7 +166,9 @@ class Worker:
     def op_try_lock(self, lake: Lake, command: dict[str, Any]) -> dict[str, Any]:
         asked_ms = now_ms()
         with self.timed("try_lock"):
-            result = lake.try_lock(command["ds"], command["interval"], group_id=command["group"])
+            result = lake.actions.try_lock(
+                command["ds"], command["interval"], group_id=command["group"]
+            )
         return {
             "granted": result.granted,
             "version": result.lock.version if result.lock else None,
@@ -177,7 +179,7 @@ class Worker:
 
     def op_lock(self, lake: Lake, command: dict[str, Any]) -> dict[str, Any]:
         """``lake.lock``: wait up to ``timeout_s`` for the interval to be free."""
-        lock = lake.lock(
+        lock = lake.actions.lock(
             command["ds"],
             command["interval"],
             group_id=command["group"],
@@ -199,7 +201,7 @@ class Worker:
         ds, group, count = command["ds"], command["group"], int(command["count"])
         day = Interval.parse(command["interval"])
         with self.timed("lock"):
-            lock = lake.lock(ds, day, group_id=group, timeout_s=120)
+            lock = lake.actions.lock(ds, day, group_id=group, timeout_s=120)
         segments = [
             DataSegment(
                 ds,
@@ -213,7 +215,7 @@ class Worker:
             for p in range(count)
         ]
         with self.timed("publish"):
-            result = lake.publish(ds, segments, group_id=group)
+            result = lake.actions.publish(ds, segments, group_id=group)
         if result.segments != count or result.locks_released != 1:
             raise AssertionError(f"unexpected publish result {result}")
         return [str(seg.id) for seg in segments]

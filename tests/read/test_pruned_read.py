@@ -134,7 +134,7 @@ def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     lake = Lake(spark, str(path), lease_seconds=600)
     table = datasource_path(lake.warehouse, DS)
     keyed(spark, random_rows(7, 400)).write.format("delta").partitionBy("__segment").save(table)
-    lock = lake.try_lock(DS, DAYS, group_id="hand-written").lock
+    lock = lake.actions.try_lock(DS, DAYS, group_id="hand-written").lock
     assert lock is not None
     segments = [
         DataSegment(
@@ -146,7 +146,7 @@ def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Lake:
         )
         for d, key, spec in shard_specs()
     ]
-    lake.publish(DS, segments, group_id="hand-written")
+    lake.actions.publish(DS, segments, group_id="hand-written")
     return lake
 
 

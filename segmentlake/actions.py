@@ -1,0 +1,224 @@
+"""The task-action API: what an ingestion or compaction task asks the metadata for.
+
+Druid's tasks talk to the overlord through *task actions* — lock, allocate a segment id,
+publish segments, renew leases. segmentlake's engines use them internally; custom writers (a
+streaming sink, a job of your own that writes its rows and publishes them) use them through
+``lake.actions``. Users who append, overwrite, read or compact do not need them: they use the
+datasource handle (``lake.table("wiki")``).
+
+>>> actions = lake.actions                                        # doctest: +SKIP
+>>> lock = actions.lock("wiki", "2024-01-01/P1D", group_id="my-job")  # doctest: +SKIP
+>>> actions.publish("wiki", segments, group_id="my-job")         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from segmentlake.core.interval import Interval
+from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
+from segmentlake.core.names import check_datasource_name
+from segmentlake.core.segment import DataSegment
+from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.lockbox import Lockbox, LockResult
+from segmentlake.metadata.publish import PublishResult, publish
+from segmentlake.metadata.records import PendingSegment
+
+__all__ = ["AllocateRequest", "TaskActions"]
+
+
+class TaskActions:
+    """The task actions of one warehouse (``lake.actions``): time-chunk and segment locks with
+    leases (:meth:`try_lock`, :meth:`lock`, :meth:`heartbeat`, :meth:`release_locks`), segment
+    id allocation (:meth:`allocate`) and the all-or-nothing publish (:meth:`publish`). Every
+    call is one metadata commit (or none); a write creates the warehouse and the datasource.
+    Locks are held by a *group* (``group_id``); options are keyword-only.
+
+    >>> granted = lake.actions.try_lock("wiki", "2024-01-01/P1D", group_id="job-1")
+    ... # doctest: +SKIP
+    >>> granted.lock.version if granted.lock else granted.conflicting  # doctest: +SKIP
+    """
+
+    def __init__(self, lockbox: Lockbox) -> None:
+        self.lockbox = lockbox
+
+    def lock_request(
+        self,
+        datasource: str,
+        interval: Interval | str,
+        *,
+        group_id: str,
+        task_id: str | None = None,
+        lock_type: LockType | str = LockType.EXCLUSIVE,
+        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        priority: int = 0,
+        version: str | None = None,
+        partition_num: int | None = None,
+    ) -> LockRequest:
+        """Build (and validate) a lock request; ``task_id`` defaults to ``group_id``.
+
+        >>> lake.actions.lock_request("wiki", "2024-01-01/P1D", group_id="g", lock_type="SHARED")
+        ... # doctest: +SKIP
+        """
+        return LockRequest(
+            group_id,
+            task_id or group_id,
+            check_datasource_name(datasource),
+            _interval(interval),
+            LockType(lock_type),
+            LockGranularity(granularity),
+            priority,
+            version,
+            partition_num,
+        )
+
+    def try_lock(
+        self,
+        datasource: str,
+        interval: Interval | str,
+        *,
+        group_id: str,
+        task_id: str | None = None,
+        lock_type: LockType | str = LockType.EXCLUSIVE,
+        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        priority: int = 0,
+        version: str | None = None,
+        partition_num: int | None = None,
+    ) -> LockResult:
+        """Try to lock now: the granted lock, or the live holders that refused it (options as
+        in :meth:`lock_request`).
+
+        >>> lake.actions.try_lock("wiki", "2024-01-01/P1D", group_id="overwrite-1")
+        ... # doctest: +SKIP
+        """
+        request = self.lock_request(
+            datasource,
+            interval,
+            group_id=group_id,
+            task_id=task_id,
+            lock_type=lock_type,
+            granularity=granularity,
+            priority=priority,
+            version=version,
+            partition_num=partition_num,
+        )
+        return self.lockbox.try_lock(request)
+
+    def lock(
+        self,
+        datasource: str,
+        interval: Interval | str,
+        *,
+        group_id: str,
+        timeout_s: float = 30.0,
+        task_id: str | None = None,
+        lock_type: LockType | str = LockType.EXCLUSIVE,
+        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        priority: int = 0,
+        version: str | None = None,
+        partition_num: int | None = None,
+    ) -> TaskLock:
+        """Lock, waiting up to ``timeout_s`` for conflicting holders (or their leases) to go;
+        raises :class:`~segmentlake.errors.LockRefused` naming them after that.
+
+        >>> lake.actions.lock("wiki", "2024-01-01/P1D", group_id="job-1", timeout_s=5)
+        ... # doctest: +SKIP
+        """
+        request = self.lock_request(
+            datasource,
+            interval,
+            group_id=group_id,
+            task_id=task_id,
+            lock_type=lock_type,
+            granularity=granularity,
+            priority=priority,
+            version=version,
+            partition_num=partition_num,
+        )
+        return self.lockbox.lock(request, timeout_s=timeout_s)
+
+    def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
+        """Renew the group's leases; returns the locks still held (``[]``: the lease was lost).
+
+        >>> held = lake.actions.heartbeat("wiki", "job-1")  # doctest: +SKIP
+        """
+        return self.lockbox.heartbeat(check_datasource_name(datasource), group_id)
+
+    def release_locks(
+        self, datasource: str, group_id: str, *, interval: Interval | str | None = None
+    ) -> int:
+        """Release the group's locks (those overlapping ``interval`` only, if given); returns
+        how many were released.
+
+        >>> lake.actions.release_locks("wiki", "job-1")  # doctest: +SKIP
+        """
+        return self.lockbox.release(
+            check_datasource_name(datasource),
+            group_id,
+            interval=None if interval is None else _interval(interval),
+        )
+
+    def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
+        """The datasource's live locks (and expired ones with ``include_expired``); ``[]`` for
+        a datasource nobody locked yet.
+
+        >>> [lk.group_id for lk in lake.actions.locks("wiki")]  # doctest: +SKIP
+        """
+        return self.lockbox.locks(
+            check_datasource_name(datasource), include_expired=include_expired
+        )
+
+    def allocate(
+        self,
+        datasource: str,
+        requests: Sequence[AllocateRequest],
+        *,
+        group_id: str,
+        task_id: str | None = None,
+        priority: int = 0,
+        overwrite_version: str | None = None,
+    ) -> list[PendingSegment]:
+        """Allocate segment ids with their segment locks in one commit, idempotent per
+        (sequence name, previous id) (Druid's ``SegmentAllocateAction``).
+
+        >>> day = Interval.parse("2024-01-01/P1D")  # doctest: +SKIP
+        >>> (pending,) = lake.actions.allocate("wiki", [AllocateRequest(day, "seq-0")],
+        ...     group_id="job-1")  # doctest: +SKIP
+        """
+        return allocate(
+            self.lockbox,
+            check_datasource_name(datasource),
+            requests,
+            group_id=group_id,
+            task_id=task_id or group_id,
+            priority=priority,
+            overwrite_version=overwrite_version,
+        )
+
+    def publish(
+        self,
+        datasource: str,
+        segments: Sequence[DataSegment],
+        *,
+        group_id: str,
+        release_locks: bool = True,
+    ) -> PublishResult:
+        """Publish segments under the group's locks in one commit (all or nothing; a lost or
+        revoked lock fails it), releasing the locks unless ``release_locks=False``.
+
+        >>> lake.actions.publish("wiki", segments, group_id="job-1")  # doctest: +SKIP
+        """
+        return publish(
+            self.lockbox,
+            check_datasource_name(datasource),
+            segments,
+            group_id=group_id,
+            release_locks=release_locks,
+        )
+
+    def __repr__(self) -> str:
+        return f"TaskActions({self.lockbox.store.warehouse!r})"
+
+
+def _interval(value: Interval | str) -> Interval:
+    return value if isinstance(value, Interval) else Interval.parse(value)
