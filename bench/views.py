@@ -165,7 +165,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    spark = spark_session(app_name="bench-views", master="local[2]", extra_conf=CONF)
+    spark = spark_session(
+        app_name="bench-views", master="local[2]", extra_conf=CONF, quiet_progress=True
+    )
     spark.sparkContext.setLogLevel("ERROR")
     root = Path(tempfile.mkdtemp(prefix="bench-views-"))
     try:
