@@ -56,7 +56,7 @@ from segmentlake.ingest.report import RowStats, TaskReport
 if TYPE_CHECKING:  # the engine is called with the surface's Lake; it never imports it
     from segmentlake.lake import Lake
 
-__all__ = ["input_files", "read_input", "run_druid_task", "typed_dimensions"]
+__all__ = ["input_files", "read_input", "run_druid_task", "with_druid_default_types"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = N
     ``id``, else generated) names the task in the warehouse's task ledger."""
     files = input_files(task.input_source)
     logger.info("%s: reading %d %s file(s)", task.datasource, len(files), task.input_format.type)
-    frame = typed_dimensions(read_input(lake.spark, files, task), task)
+    frame = with_druid_default_types(read_input(lake.spark, files, task), task)
     options: dict[str, Any] = {
         "task_id": task_id or task.task_id,
         "priority": task.priority or 0,
@@ -224,7 +224,7 @@ def _lines_after(spark: SparkSession, paths: list[str], skip: int) -> Any:
 # -- dimension types -----------------------------------------------------------------------
 
 
-def typed_dimensions(frame: DataFrame, task: DruidIngestTask) -> DataFrame:
+def with_druid_default_types(frame: DataFrame, task: DruidIngestTask) -> DataFrame:
     """Give every dimension whose type the spec does not declare the task's default type
     (:attr:`DruidIngestTask.default_dimension_type`), as Druid does with the values it reads
     from files. Declared types are cast by the ingestion itself (:func:`parse_input`), as for

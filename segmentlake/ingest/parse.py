@@ -166,6 +166,8 @@ def cast_dimensions(frame: DataFrame, types: Mapping[str, str]) -> DataFrame:
     becomes null); ``auto`` keeps the column's type. Names ``frame`` lacks are skipped (a
     transform may make them). A string dimension of arrays, maps or structs is refused: there
     are no multi-value or nested dimensions."""
+    if not types:  # no schema to resolve (it costs an analysis of the plan)
+        return frame
     columns = {f.name: f.dataType for f in frame.schema.fields}
     casts = {}
     for name, kind in types.items():
