@@ -32,7 +32,6 @@ from segmentlake.core.ingest_spec import IngestionSpec, build_intervals, build_s
 from segmentlake.core.interval import Interval
 from segmentlake.core.spec_reader import (
     AVAILABLE,
-    DIMENSION_TYPES,
     INT32_MAX,
     TASK_TYPES,
     TUNING_NO_EFFECT,
@@ -50,7 +49,6 @@ from segmentlake.errors import SpecError
 
 __all__ = [
     "CONTEXT_NO_EFFECT",
-    "DIMENSION_TYPES",
     "INPUT_FORMATS",
     "TASK_TYPES",
     "TUNING_NO_EFFECT",
@@ -294,29 +292,16 @@ def _mode_problems(
     return problems
 
 
-def _dimension_pairs(value: Any) -> tuple[tuple[str, str], ...]:
-    """``dimension_types``: (name, type) pairs of strings."""
-    pairs = value if isinstance(value, list | tuple) else None
-    if pairs is None or not all(
-        isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
-        for p in pairs
-    ):
-        raise SpecError(
-            f"dimension_types must be (name, type) pairs of strings, got {safe_repr(value)}"
-        )
-    return tuple((name, kind) for name, kind in pairs)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DruidIngestTask:
     """One Druid native batch task: the ``datasource``, the :class:`IngestionSpec` (dataSchema
     and tuningConfig), where the rows are (``input_source``, ``input_format``), the
     ``granularitySpec.intervals`` as given, and the mode: append (``append_to_existing``) or
     overwrite of :attr:`interval`, where ``drop_existing`` also empties the chunks that get no
-    rows. ``dimension_types`` pairs each listed dimension with its Druid type; a dimension is
-    cast to it, except ``auto`` ones (and discovered ones with ``schema_discovery``), which keep
-    the input's type. ``task_id``, ``priority`` and ``lock_timeout_ms`` come from the task's
-    ``id`` and ``context``."""
+    rows. The dimensions' types are the spec's (:class:`DimensionsSpec`); a task adds Druid's
+    default type for the dimensions it declares none for (:attr:`default_dimension_type`).
+    ``task_id``, ``priority`` and ``lock_timeout_ms`` come from the task's ``id`` and
+    ``context``."""
 
     datasource: str
     spec: IngestionSpec
@@ -325,8 +310,6 @@ class DruidIngestTask:
     intervals: tuple[Interval, ...] = ()
     append_to_existing: bool = False
     drop_existing: bool = False
-    dimension_types: tuple[tuple[str, str], ...] = ()
-    schema_discovery: bool = False
     task_type: str = "index_parallel"
     task_id: str | None = None
     priority: int | None = None
@@ -344,7 +327,6 @@ class DruidIngestTask:
             raise SpecError(f"task type {safe_repr(self.task_type)} is not one of {TASK_TYPES}")
         self._check_options()
         object.__setattr__(self, "intervals", self._intervals())
-        object.__setattr__(self, "dimension_types", self._typed_dimensions())
         problems = _mode_problems(
             append=self.append_to_existing,
             drop=self.drop_existing,
@@ -367,7 +349,6 @@ class DruidIngestTask:
             )
         check_flag(self.append_to_existing, "ioConfig.appendToExisting")
         check_flag(self.drop_existing, "ioConfig.dropExisting")
-        check_flag(self.schema_discovery, "dimensionsSpec.useSchemaDiscovery")
         if self.priority is not None:
             # Druid's priority is a Java int; the lock table keeps it in an INT column.
             check_int(self.priority, "context.priority", minimum=-INT32_MAX - 1, maximum=INT32_MAX)
@@ -381,26 +362,12 @@ class DruidIngestTask:
             )
         return tuple(i if isinstance(i, Interval) else Interval.parse(i) for i in self.intervals)
 
-    def _typed_dimensions(self) -> tuple[tuple[str, str], ...]:
-        """Each listed dimension with its type (the default type where none is given)."""
-        names = self.spec.dimensions_spec.dimensions
-        given = _dimension_pairs(self.dimension_types)
-        if names is None:
-            if given:
-                raise SpecError("dimension_types needs a listed dimensionsSpec.dimensions")
-            return ()
-        if given and tuple(name for name, _ in given) != names:
-            raise SpecError(
-                f"dimension_types {list(given)} must name the dimensions {list(names)} in order"
-            )
-        default = "auto" if self.schema_discovery else "string"
-        types = dict(given) if given else dict.fromkeys(names, default)
-        for name, kind in types.items():
-            if kind not in DIMENSION_TYPES:
-                raise SpecError(
-                    f"dimension {name!r} has type {kind!r}; accepted: " + ", ".join(DIMENSION_TYPES)
-                )
-        return tuple((n, types[n]) for n in names)
+    @property
+    def default_dimension_type(self) -> str:
+        """The type of a dimension whose type the spec does not declare (listed by name, or
+        discovered): Druid reads files, whose values have no type it keeps, so ``string``, or
+        ``auto`` (the input's type) with ``useSchemaDiscovery``."""
+        return "auto" if self.spec.dimensions_spec.schema_discovery else "string"
 
     @property
     def interval(self) -> Interval | None:
@@ -437,15 +404,6 @@ class DruidIngestTask:
         """Druid's task JSON for this task, in the current ``{"type", "spec"}`` form."""
         base = self.spec.to_dict()
         schema = {"dataSource": self.datasource, **base["dataSchema"]}
-        dimensions = schema["dimensionsSpec"]
-        default = "auto" if self.schema_discovery else "string"
-        if self.dimension_types:
-            dimensions["dimensions"] = [
-                name if kind == default else {"type": kind, "name": name}
-                for name, kind in self.dimension_types
-            ]
-        if self.schema_discovery:
-            dimensions["useSchemaDiscovery"] = True
         if self.intervals:
             schema["granularitySpec"]["intervals"] = [str(i) for i in self.intervals]
         io_config = {
@@ -548,8 +506,6 @@ class _Reader(DataSchemaReader):
                 datasource=schema.datasource or "",
                 spec=spec,
                 intervals=intervals,
-                dimension_types=schema.dimension_types,
-                schema_discovery=schema.schema_discovery,
                 **options,
             ),
         )

@@ -13,7 +13,8 @@ reads Druid's JSON form, so a spec written for Druid mostly carries over::
 
 Where Druid evaluates its own expression language (transforms), segmentlake takes Spark SQL
 expressions; ``transformSpec.filter`` is a Spark SQL condition or Druid's filter JSON (translated
-to Spark SQL). The JSON is read strictly, by the same reader as Druid task JSON
+to Spark SQL); a typed dimension (``{"type": "long", "name": "port"}``) is cast to its type when
+rows are ingested. The JSON is read strictly, by the same reader as Druid task JSON
 (:mod:`segmentlake.core.spec_reader`): an unknown key, a value of the wrong type (``"false"``
 for a flag, ``"5"`` for a number) or a bad value fails with ONE :class:`SpecError` listing every
 problem with its JSON path (``metricsSpec[1].fieldName``) and what would be right, before any
@@ -41,6 +42,7 @@ from segmentlake.core.partitions_spec import (
 )
 from segmentlake.core.spec_reader import (
     AGGREGATOR_TYPES,
+    DIMENSION_TYPES,
     DataSchemaReader,
     JsonReader,
     SchemaParts,
@@ -57,6 +59,7 @@ from segmentlake.errors import SpecError
 
 __all__ = [
     "AGGREGATOR_TYPES",
+    "DIMENSION_TYPES",
     "TIMESTAMP_FORMATS",
     "DimensionsSpec",
     "DynamicPartitionsSpec",
@@ -135,10 +138,19 @@ class TimestampSpec:
 @dataclass(frozen=True, slots=True)
 class DimensionsSpec:
     """The dimension columns, in order; ``None`` means every input column that is neither the
-    timestamp, a metric's input, nor in ``exclusions``."""
+    timestamp, a metric's input, nor in ``exclusions``.
+
+    ``types`` pairs a listed dimension with the Druid type its JSON declares (``{"name",
+    "type"}``): ``string``, ``long``, ``float`` or ``double`` values are cast to it when rows
+    are ingested, ``auto`` ones keep the input's type. A dimension without a declared type keeps
+    the type its rows have; that is how a typed DataFrame keeps its columns' types, while a Druid
+    task, whose input files carry no types Druid would keep, gives it Druid's default (``string``,
+    or ``auto`` with ``schema_discovery``, Druid's ``useSchemaDiscovery``)."""
 
     dimensions: tuple[str, ...] | None = None
     exclusions: tuple[str, ...] = ()
+    types: tuple[tuple[str, str], ...] = ()
+    schema_discovery: bool = False
 
     def __post_init__(self) -> None:
         if self.dimensions is not None:
@@ -153,6 +165,47 @@ class DimensionsSpec:
                 + safe_repr(self.exclusions)
             )
         object.__setattr__(self, "exclusions", tuple(self.exclusions))
+        check_flag(self.schema_discovery, "dimensionsSpec.useSchemaDiscovery")
+        object.__setattr__(self, "types", self._declared_types())
+
+    def _declared_types(self) -> tuple[tuple[str, str], ...]:
+        """``types`` checked, in the dimensions' order (so equal specs compare equal)."""
+        where = "dimensionsSpec.dimensions"
+        pairs = self.types if isinstance(self.types, list | tuple) else None
+        if pairs is None or not all(
+            isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
+            for p in pairs
+        ):
+            raise SpecError(
+                f"{where} types must be (name, type) pairs of strings, got {safe_repr(self.types)}"
+            )
+        declared = dict(pairs)
+        if len(declared) != len(pairs):
+            raise SpecError(f"{where} types name a dimension twice: {safe_repr(self.types)}")
+        listed = self.dimensions or ()
+        for name, kind in declared.items():
+            if name not in listed:
+                raise SpecError(
+                    f"{where}: a type is declared for {name!r}, which is not among the listed "
+                    f"dimensions {list(listed)}; list it, or remove its type"
+                )
+            if kind not in DIMENSION_TYPES:
+                raise SpecError(
+                    f"{where}: {name!r} has type {kind!r}; accepted: " + ", ".join(DIMENSION_TYPES)
+                )
+        return tuple((name, declared[name]) for name in listed if name in declared)
+
+    def to_json(self) -> dict[str, Any]:
+        """Druid's ``dimensionsSpec`` JSON: a declared type makes its dimension an object."""
+        declared = dict(self.types)
+        return {
+            "dimensions": [
+                {"type": declared[name], "name": name} if name in declared else name
+                for name in self.dimensions or ()
+            ],
+            "dimensionExclusions": list(self.exclusions),
+            "useSchemaDiscovery": self.schema_discovery,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,10 +391,7 @@ class IngestionSpec:
                     "column": self.timestamp_spec.column,
                     "format": self.timestamp_spec.format,
                 },
-                "dimensionsSpec": {
-                    "dimensions": list(dims.dimensions or ()),
-                    "dimensionExclusions": list(dims.exclusions),
-                },
+                "dimensionsSpec": dims.to_json(),
                 "metricsSpec": [metric_json(m) for m in self.metrics],
                 "granularitySpec": {
                     "type": "uniform",

@@ -495,8 +495,6 @@ class SchemaParts:
     datasource: str | None
     timestamp: Section
     dimensions: Section
-    dimension_types: tuple[tuple[str, str], ...]
-    schema_discovery: bool
     metrics: tuple[Section, ...]
     granularity: Section
     intervals: Section | None
@@ -576,7 +574,7 @@ class DataSchemaReader(JsonReader):
             if not task and parser_format is not None:
                 self.no_effect(parser_format[1], _API_NO_EFFECT["parseSpec"])
                 parser_format = None
-        dimensions, types, discovery = self.dimensions(*found["dimensionsSpec"])
+        dimensions = self.dimensions(*found["dimensionsSpec"])
         granularity, intervals = self.granularity(
             obj.get("granularitySpec"), at(path, "granularitySpec"), task=task
         )
@@ -589,8 +587,6 @@ class DataSchemaReader(JsonReader):
             datasource=datasource,
             timestamp=self.timestamp(*found["timestampSpec"]),
             dimensions=dimensions,
-            dimension_types=types,
-            schema_discovery=discovery,
             metrics=self.metrics(obj.get("metricsSpec"), at(path, "metricsSpec")),
             granularity=granularity,
             intervals=intervals,
@@ -636,9 +632,9 @@ class DataSchemaReader(JsonReader):
         }
         return Section(path, fields, len(self.problems) == since)
 
-    def dimensions(
-        self, value: Any, path: str
-    ) -> tuple[Section, tuple[tuple[str, str], ...], bool]:
+    def dimensions(self, value: Any, path: str) -> Section:
+        """The dimensions, each with its declared type when it is given as ``{"name",
+        "type"}`` (a bare name, or an object without ``type``, declares none)."""
         obj = self.object(value, path)
         since = len(self.problems)
         understood = (
@@ -663,20 +659,20 @@ class DataSchemaReader(JsonReader):
             )
         discovery = bool(self.flag(obj, "useSchemaDiscovery", path))
         entries = self.items(obj, "dimensions", path)
-        typed = tuple(
-            self.dimension(e, f"{path}.dimensions[{i}]", discovery) for i, e in enumerate(entries)
-        )
+        typed = tuple(self.dimension(e, f"{path}.dimensions[{i}]") for i, e in enumerate(entries))
         fields = {
             # Druid: an empty list means "discover every column".
             "dimensions": tuple(name for name, _ in typed) or None,
             "exclusions": tuple(self.texts(obj, "dimensionExclusions", path)),
+            "types": tuple((name, kind) for name, kind in typed if kind is not None),
+            "schema_discovery": discovery,
         }
-        return Section(path, fields, len(self.problems) == since), typed, discovery
+        return Section(path, fields, len(self.problems) == since)
 
-    def dimension(self, entry: Any, path: str, discovery: bool) -> tuple[str, str]:
-        default = "auto" if discovery else "string"
+    def dimension(self, entry: Any, path: str) -> tuple[str, str | None]:
+        """A dimension's name and declared type (None: none declared)."""
         if isinstance(entry, str):
-            return entry, default
+            return entry, None
         obj = self.object(entry, path, required=True)
         self.keys(obj, path, ("name", "type", "multiValueHandling"), _DIMENSION_NO_EFFECT)
         if "multiValueHandling" in obj:
@@ -686,8 +682,11 @@ class DataSchemaReader(JsonReader):
                 "read); remove it",
             )
         name = self.text(obj, "name", path, required=True) or ""
-        kind = self.one_of(obj, "type", path, DIMENSION_TYPES, "string", what="dimension type")
-        return name, kind
+        if "type" not in obj:  # Druid's default: a string dimension, as a bare name
+            return name, None
+        return name, self.one_of(
+            obj, "type", path, DIMENSION_TYPES, "string", what="dimension type"
+        )
 
     def metrics(self, value: Any, path: str) -> tuple[Section, ...]:
         if value is None:
@@ -757,7 +756,6 @@ class DataSchemaReader(JsonReader):
 
     def transform(self, value: Any, path: str) -> tuple[tuple[Section, ...], Section]:
         obj = self.object(value, path)
-        since = len(self.problems)
         self.keys(obj, path, ("transforms", "filter"))
         transforms = tuple(
             self.expression(t, f"{path}.transforms[{i}]")
@@ -765,13 +763,16 @@ class DataSchemaReader(JsonReader):
         )
         where = at(path, "filter")
         filt = obj.get("filter")
-        if filt is not None and not isinstance(filt, str | Mapping):
+        # The filter is checked (and its Druid JSON translated) even when a transform is bad,
+        # so one error lists the problems of both.
+        ok = filt is None or isinstance(filt, str | Mapping)
+        if not ok:
             self.problem(
                 where,
                 "must be a Spark SQL condition (a string) or Druid's filter JSON (an object), "
                 f"got {show(filt)}",
             )
-        return transforms, Section(where, {"filter": filt}, len(self.problems) == since)
+        return transforms, Section(where, {"filter": filt}, ok)
 
     def expression(self, value: Any, path: str) -> Section:
         obj = self.object(value, path, required=True)
@@ -876,8 +877,6 @@ def _unread(path: str) -> SchemaParts:
         datasource=None,
         timestamp=missing["timestampSpec"],
         dimensions=missing["dimensionsSpec"],
-        dimension_types=(),
-        schema_discovery=False,
         metrics=(),
         granularity=missing["granularitySpec"],
         intervals=None,

@@ -8,11 +8,13 @@ them with Spark's readers, type the dimensions as Druid would, and append or ove
   becomes a row with a null timestamp, i.e. unparseable); ``csv``/``tsv``: every column a
   string, named by ``columns`` or the header, after ``skipHeaderRows`` lines of each file;
   ``parquet``: each file's schema merged.
-* **Dimension types** — a dimension typed ``long``/``float``/``double`` is cast to
-  BIGINT/FLOAT/DOUBLE (``try_cast``: a value that is not a number becomes null); a ``string``
-  dimension (the default, as in Druid) to STRING, so JSON numbers and booleans become "3" and
-  "true"; ``auto`` dimensions and, with ``useSchemaDiscovery``, discovered ones keep the input's
-  type. Arrays, maps and structs as string dimensions are refused (no multi-value dimensions).
+* **Dimension types** — declared types are cast by the ingestion, as for any spec
+  (:func:`segmentlake.ingest.parse.cast_dimensions`: ``long``/``float``/``double`` to
+  BIGINT/FLOAT/DOUBLE with ``try_cast``, ``string`` to STRING, ``auto`` kept). A task adds only
+  Druid's default for the rest: an undeclared or discovered dimension is a ``string`` (JSON
+  numbers and booleans become "3" and "true"), or keeps the input's type with
+  ``useSchemaDiscovery``. Arrays, maps and structs as string dimensions are refused (no
+  multi-value dimensions).
 * **Mode** — ``appendToExisting: true``: ``lake.append`` (rows outside the intervals, if any,
   are skipped). Otherwise ``lake.overwrite`` of the intervals' whole chunks: with
   ``dropExisting: true`` every chunk of it is replaced (those without rows by tombstones); with
@@ -44,6 +46,8 @@ from segmentlake.ingest.parse import (
     FILTERED,
     OUTSIDE_INTERVAL,
     REASON,
+    cast_dimensions,
+    discovered_dimensions,
     is_parse_exception,
     parse_input,
 )
@@ -52,11 +56,10 @@ from segmentlake.ingest.report import RowStats, TaskReport
 if TYPE_CHECKING:  # the engine is called with the surface's Lake; it never imports it
     from segmentlake.lake import Lake
 
-__all__ = ["input_files", "read_input", "run_druid_task", "typed_dimensions"]
+__all__ = ["input_files", "read_input", "run_druid_task", "with_druid_default_types"]
 
 logger = logging.getLogger(__name__)
 
-_CAST_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
 # Hidden (``__``), so it is never a discovered dimension: Spark's raw text of a malformed line.
 _CORRUPT = "__corrupt_record"
 # Spark reads paths as Hadoop globs; a literal file name must not be one.
@@ -68,7 +71,7 @@ def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = N
     ``id``, else generated) names the task in the warehouse's task ledger."""
     files = input_files(task.input_source)
     logger.info("%s: reading %d %s file(s)", task.datasource, len(files), task.input_format.type)
-    frame = typed_dimensions(read_input(lake.spark, files, task), task)
+    frame = with_druid_default_types(read_input(lake.spark, files, task), task)
     options: dict[str, Any] = {
         "task_id": task_id or task.task_id,
         "priority": task.priority or 0,
@@ -221,36 +224,21 @@ def _lines_after(spark: SparkSession, paths: list[str], skip: int) -> Any:
 # -- dimension types -----------------------------------------------------------------------
 
 
-def typed_dimensions(frame: DataFrame, task: DruidIngestTask) -> DataFrame:
-    """Cast each dimension to its Druid type (see the module); columns a transform makes are
-    left to the transform."""
-    columns = {f.name: f.dataType for f in frame.schema.fields}
-    casts = {}
-    for name, kind in _dimension_types(task, list(columns)).items():
-        dtype = columns.get(name)
-        if dtype is None or kind == "auto":
-            continue
-        if isinstance(dtype, T.ArrayType | T.MapType | T.StructType):
-            raise SpecError(
-                f"dimension {name!r} holds {dtype.simpleString()} values; multi-value and "
-                "nested dimensions are not supported: pick a value with a transform (e.g. "
-                f"element_at(`{name}`, 1)) or give the dimension type auto"
-            )
-        target = _CAST_TYPES[kind]
-        if dtype.simpleString() != target:
-            casts[name] = F.col(name).try_cast(target)
-    return frame.withColumns(casts) if casts else frame
+def with_druid_default_types(frame: DataFrame, task: DruidIngestTask) -> DataFrame:
+    """Give every dimension whose type the spec does not declare the task's default type
+    (:attr:`DruidIngestTask.default_dimension_type`), as Druid does with the values it reads
+    from files. Declared types are cast by the ingestion itself (:func:`parse_input`), as for
+    every spec; columns a transform makes are left to the transform."""
+    return cast_dimensions(frame, _untyped_dimensions(task, frame.columns))
 
 
-def _dimension_types(task: DruidIngestTask, columns: list[str]) -> dict[str, str]:
-    spec = task.spec
-    if spec.dimensions_spec.dimensions is not None:
-        return dict(task.dimension_types)
-    # Discovered as parse.py does: every column but the time, the metric inputs and exclusions.
-    skip = {spec.timestamp_spec.column, *spec.dimensions_spec.exclusions}
-    skip |= {m.field_name for m in spec.metrics if m.field_name} | {m.name for m in spec.metrics}
-    kind = "auto" if task.schema_discovery else "string"
-    return {c: kind for c in columns if c not in skip and not c.startswith("__")}
+def _untyped_dimensions(task: DruidIngestTask, columns: list[str]) -> dict[str, str]:
+    dims = task.spec.dimensions_spec
+    declared = dict(dims.types)
+    listed = dims.dimensions
+    if listed is None:
+        listed = discovered_dimensions(task.spec, columns)
+    return {name: task.default_dimension_type for name in listed if name not in declared}
 
 
 # -- dropExisting: false -------------------------------------------------------------------

@@ -8,7 +8,7 @@ rejected row by reason in the very job that writes the kept ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
@@ -28,6 +28,8 @@ __all__ = [
     "REASON",
     "TIME",
     "ParsedInput",
+    "cast_dimensions",
+    "discovered_dimensions",
     "floor_millis",
     "is_parse_exception",
     "metric_input",
@@ -43,6 +45,7 @@ _DAY = 86_400_000
 _MONTH_UNITS = {1: "month", 3: "quarter", 12: "year"}
 # Druid's "auto": ISO strings or epoch millis; a string of digits is millis.
 _DIGITS = r"^\s*-?[0-9]+\s*$"
+_CAST_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
 
 
 def is_parse_exception(reason: str | None) -> bool:
@@ -67,13 +70,17 @@ class ParsedInput:
 
 
 def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None) -> ParsedInput:
-    """Apply ``spec``'s transforms, parse times and metric inputs, mark rejected rows.
+    """Cast the dimensions to their declared types, apply ``spec``'s transforms, parse times
+    and metric inputs, mark rejected rows.
 
     Raises :class:`SpecError` before any Spark job when a named column is missing, a
     transform or filter is not valid Spark SQL, or the timestamp column's type does not fit
     the timestamp format.
     """
-    frame = _transformed(df, spec)
+    declared = dict(spec.dimensions_spec.types)
+    # Before the transforms, so they see typed values; after them, for the dimensions a
+    # transform makes (or remakes): every declared type holds in the segments.
+    frame = cast_dimensions(_transformed(cast_dimensions(df, declared), spec), declared)
     columns = {f.name: f.dataType for f in frame.schema.fields}
     ts_col = spec.timestamp_spec.column
     _require(columns, [ts_col], "timestampSpec.column")
@@ -153,6 +160,32 @@ def _transformed(df: DataFrame, spec: IngestionSpec) -> DataFrame:
     return df
 
 
+def cast_dimensions(frame: DataFrame, types: Mapping[str, str]) -> DataFrame:
+    """``frame`` with each column named in ``types`` cast to that Druid dimension type:
+    ``string``, ``long``, ``float``, ``double`` with ``try_cast`` (a value that is not a number
+    becomes null); ``auto`` keeps the column's type. Names ``frame`` lacks are skipped (a
+    transform may make them). A string dimension of arrays, maps or structs is refused: there
+    are no multi-value or nested dimensions."""
+    if not types:  # no schema to resolve (it costs an analysis of the plan)
+        return frame
+    columns = {f.name: f.dataType for f in frame.schema.fields}
+    casts = {}
+    for name, kind in types.items():
+        dtype = columns.get(name)
+        if dtype is None or kind == "auto":
+            continue
+        if isinstance(dtype, T.ArrayType | T.MapType | T.StructType):
+            raise SpecError(
+                f"dimension {name!r} holds {dtype.simpleString()} values; multi-value and "
+                "nested dimensions are not supported: pick a value with a transform (e.g. "
+                f"element_at(`{name}`, 1)) or give the dimension type auto"
+            )
+        target = _CAST_TYPES[kind]
+        if dtype.simpleString() != target:
+            casts[name] = F.col(name).try_cast(target)
+    return frame.withColumns(casts) if casts else frame
+
+
 def _require(columns: dict[str, T.DataType], names: Sequence[str], where: str) -> None:
     missing = [n for n in names if n not in columns]
     if missing:
@@ -164,6 +197,12 @@ def _dimensions(spec: IngestionSpec, columns: dict[str, T.DataType]) -> tuple[st
     if explicit is not None:
         _require(columns, list(explicit), "dimensionsSpec.dimensions")
         return explicit
+    return discovered_dimensions(spec, columns)
+
+
+def discovered_dimensions(spec: IngestionSpec, columns: Iterable[str]) -> tuple[str, ...]:
+    """The dimensions of a spec that lists none: every column but the timestamp, the metrics'
+    inputs and outputs and the exclusions."""
     skip = {spec.timestamp_spec.column, *spec.dimensions_spec.exclusions}
     skip |= {m.field_name for m in spec.metrics if m.field_name}
     skip |= {m.name for m in spec.metrics}

@@ -123,7 +123,7 @@ def test_the_wikipedia_tutorial_task_reads_into_one_object() -> None:
         datasource="wikipedia",
         spec=IngestionSpec(
             timestamp_spec=TimestampSpec("time", "iso"),
-            dimensions_spec=DimensionsSpec((*dims, "metroCode")),
+            dimensions_spec=DimensionsSpec((*dims, "metroCode"), types=(("metroCode", "long"),)),
             metrics=(
                 MetricSpec("count", "edits"),
                 MetricSpec("longSum", "added", "added"),
@@ -141,7 +141,6 @@ def test_the_wikipedia_tutorial_task_reads_into_one_object() -> None:
         ),
         input_format=InputFormat("json"),
         intervals=(Interval.parse("2015-09-12/2015-09-13"),),
-        dimension_types=(*((d, "string") for d in dims), ("metroCode", "long")),
         priority=50,
     )
     assert task.interval == Interval.parse("2015-09-12/P1D")
@@ -595,7 +594,14 @@ def ingestion_specs(draw: st.DrawFn) -> IngestionSpec:
             draw(st.sampled_from(["ts", "time"])), draw(st.sampled_from(["auto", "iso", "millis"]))
         ),
         dimensions_spec=DimensionsSpec(
-            dims, tuple(draw(st.lists(st.sampled_from(["x", "y"]), unique=True)))
+            dims,
+            tuple(draw(st.lists(st.sampled_from(["x", "y"]), unique=True))),
+            types=tuple(
+                (d, draw(st.sampled_from(["string", "long", "double", "auto"])))
+                for d in dims or ()
+                if draw(st.booleans())  # some declare a type, some do not
+            ),
+            schema_discovery=draw(st.booleans()),
         ),
         metrics=tuple(metrics),
         granularity_spec=GranularitySpec(segment, query, draw(st.booleans())),
@@ -608,13 +614,6 @@ def ingestion_specs(draw: st.DrawFn) -> IngestionSpec:
 @st.composite
 def druid_tasks(draw: st.DrawFn) -> DruidIngestTask:
     spec = draw(ingestion_specs())
-    dims = spec.dimensions_spec.dimensions
-    discovery = draw(st.booleans())
-    types = ()
-    if dims is not None:
-        types = tuple(
-            (d, draw(st.sampled_from(["string", "long", "double", "auto"]))) for d in dims
-        )
     append = not spec.partitions_spec.perfect_rollup and draw(st.booleans())
     days = draw(st.lists(st.integers(0, 40), min_size=0 if append else 1, max_size=3))
     intervals = tuple(Interval.parse(f"2024-01-01/P{d + 1}D") for d in days)
@@ -643,8 +642,6 @@ def druid_tasks(draw: st.DrawFn) -> DruidIngestTask:
         intervals=intervals,
         append_to_existing=append,
         drop_existing=not append and draw(st.booleans()),
-        dimension_types=types,
-        schema_discovery=discovery,
         task_type=draw(st.sampled_from(["index_parallel", "index"])),
         task_id=draw(st.none() | st.just("nightly-2024_01")),
         priority=draw(st.none() | st.integers(-10, 100)),

@@ -53,7 +53,7 @@ def test_druid_json_reads_into_the_spec_objects() -> None:
 
     assert spec == IngestionSpec(
         timestamp_spec=TimestampSpec("ts", "iso"),
-        dimensions_spec=DimensionsSpec(("channel", "page")),
+        dimensions_spec=DimensionsSpec(("channel", "page"), types=(("page", "string"),)),
         metrics=(
             MetricSpec("count", "edits"),
             MetricSpec("longSum", "added", "added"),
