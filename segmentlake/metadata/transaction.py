@@ -201,7 +201,7 @@ def _changes_segments(changes: Sequence[Change | ChangeBatch]) -> bool:
         if isinstance(change, Change):
             if change.row.get("kind") == SEGMENT:
                 return True
-        elif SEGMENT in change.table.column("kind").to_pylist():
+        elif pc.any(pc.equal(change.table.column("kind"), SEGMENT)).as_py():
             return True
     return False
 
