@@ -65,6 +65,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Convert the old metadata table (_segmentlake/metadata) into the current "
         "one; run it once, with no task running on the warehouse. The old table is kept.",
     )
+    view = sub.add_parser(
+        "view",
+        help="bring a datasource's visible table up to date and print a CREATE VIEW for it",
+        description="Sync the visible table (a Delta table holding exactly the visible rows; "
+        "no Spark needed) and print the CREATE VIEW statement any Spark SQL session or "
+        "metastore can run, with or without segmentlake. The view never goes stale.",
+    )
+    view.add_argument("datasource")
+    view.add_argument("--name", help="the view's name (default: the datasource's)")
     tasks = sub.add_parser("tasks", help="list a datasource's ingestion tasks and their reports")
     tasks.add_argument("datasource")
     tasks.add_argument("--id", dest="task_id", help="print this task's whole report")
@@ -236,6 +245,8 @@ def _run(args: argparse.Namespace) -> int:
         return tiers.run_tier_command(lake, args)
     if older_than is not None:
         return _kill(lake, args, older_than)
+    if args.command == "view":
+        return _view(lake, args.datasource, args.name)
     if args.command == "segments":
         inspect.print_segments(lake, args.datasource, args.interval)
     elif args.command == "tasks":
@@ -289,6 +300,23 @@ def _check_names(args: argparse.Namespace) -> None:
         check_name(args.name, what="volume")
         if args.action == "add":
             check_name(args.tier, what="tier")
+
+
+def _view(lake: Lake, datasource: str, name: str | None) -> int:
+    from segmentlake.metadata.visible_table import sync_visible_table
+
+    ddl = lake.view_sql(datasource, name)  # checks the datasource and the name first
+    report = sync_visible_table(lake.metadata, datasource)
+    if report.table_version is None:
+        print(f"segmentlake: error: datasource {datasource!r} has no rows yet", file=sys.stderr)
+        return 2
+    print(
+        f"-- visible table version {report.table_version} (metadata version "
+        f"{report.metadata_version}): +{report.added} -{report.removed} files this sync",
+        file=sys.stderr,
+    )
+    print(f"{ddl};")
+    return 0
 
 
 def _compact(lake: Lake, args: argparse.Namespace) -> int:

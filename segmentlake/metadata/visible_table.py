@@ -19,7 +19,7 @@ version)``. A sync commits only at the table version it read and only when the v
 records is newer than the one there, so a slow sync never puts an older timeline back and a
 metadata version is applied once. A process killed between its metadata commit and the sync
 leaves the table one step behind until the next sync of that datasource (any commit, any
-``lake.read``, or ``segmentlake sync-visible``).
+``lake.read``, or ``segmentlake view <datasource>``).
 """
 
 from __future__ import annotations
@@ -164,37 +164,47 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         # The version first: the records read next are at least this new, so the table is
         # never labelled newer than what it shows (a later sync would skip the difference).
         metadata_version = store.table.refresh()
-        base = visible.version()
-        if base < 0:
+        table = _load(visible)
+        if table is None:
             _create(visible, storage)
             continue
-        table = visible.table(base)
+        base = int(table.version())
         applied = table.transaction_version(VISIBLE_APP_ID)
         if applied is not None and _unchanged(store, datasource, applied, metadata_version):
             return SyncReport(datasource, metadata_version, base, already_current=True)
-        served = _served(store, datasource)
-        wanted, clipped = _wanted_files(served, visible, store.warehouse, datasource)
+        source = storage.table()
+        wanted = _wanted_files(_served(store, datasource), visible, source, storage)
         current = _current_files(table)
-        adds = [a for path, a in wanted.items() if path not in current]
-        removes = [r for path, r in current.items() if path not in wanted]
+        adds = wanted.adds([path for path in wanted.paths if path not in current])
+        removes = [_remove(p, f) for p, f in current.items() if p not in wanted.paths]
         if not adds and not removes:
             return SyncReport(datasource, metadata_version, base)
-        schema = _schema_change(storage, table)
+        schema = _schema_change(source, table)
         if _commit(visible, base, adds, removes, schema, metadata_version):
             version = base + 1
             logger.info(
                 "visible table of %s at version %d (metadata %d): +%d -%d files, %d clipped",
-                datasource, version, metadata_version, len(adds), len(removes), clipped,
+                datasource, version, metadata_version, len(adds), len(removes), wanted.clipped,
             )  # fmt: skip
             _upkeep(visible, version)
             return SyncReport(
-                datasource, metadata_version, version, len(adds), len(removes), clipped
+                datasource, metadata_version, version, len(adds), len(removes), wanted.clipped
             )
         time.sleep(random.uniform(0.005, 0.03) * (attempt + 1))
     raise TimeoutError(
         f"the visible table of {datasource!r} lost {_ATTEMPTS} commit races in a row; "
         "it catches up at the next sync"
     )
+
+
+def _load(visible: TableLog) -> DeltaTable | None:
+    """The visible table's latest version, None when there is none yet."""
+    if not _has_table(visible):
+        return None
+    try:
+        return visible.table()
+    except TableNotFoundError:
+        return None
 
 
 def current_version(store: MetadataStore, datasource: str) -> int | None:
@@ -205,13 +215,13 @@ def current_version(store: MetadataStore, datasource: str) -> int | None:
         storage_options=store.table.storage_options,
     )
     metadata_version = store.table.refresh()
-    base = visible.version()
-    if base < 0:
+    table = _load(visible)
+    if table is None:
         return None
-    applied = visible.table(base).transaction_version(VISIBLE_APP_ID)
+    applied = table.transaction_version(VISIBLE_APP_ID)
     if applied is None or not _unchanged(store, datasource, applied, metadata_version):
         return None
-    return base
+    return int(table.version())
 
 
 def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:
@@ -254,13 +264,21 @@ def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
     wins: dict[_Chunk, list[tuple[int, int]]] = {}
     for start, end, chunk in winning_pieces(list(chunks.values()), -(2**62), 2**62):
         wins.setdefault(chunk, []).append((start, end))
+    # Nearly every chunk wins all of its interval: its segments are served whole.
+    whole = {c for c, won in wins.items() if won == [(c.start, c.end)]}
     paths = _load_paths(columns["shared"])
+    all_rows = {text: _Served(path, None) for text, path in paths.items()}
     served: dict[str, _Served] = {}
     for i, key in enumerate(columns["load_key"]):
         if key is None:  # a tombstone: hides, serves no rows
             continue
         chunk = chunks[(columns["start_ms"][i], columns["end_ms"][i], columns["version"][i])]
-        rows = _rows_range(columns["payload"][i], chunk)
+        payload = columns["payload"][i]
+        plain = payload is None or '"interval"' not in payload
+        if chunk in whole and plain and key not in served:
+            served[key] = all_rows[columns["shared"][i]]
+            continue
+        rows = _rows_range(payload, chunk)
         ranges = _clipped(wins.get(chunk, []), rows)
         earlier = served.get(key)
         if earlier is not None:  # two records naming one key's rows: serve the union
@@ -323,66 +341,93 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+class _Wanted:
+    """The files the visible table should hold: their paths, and their add actions built
+    only for the ones it lacks (most syncs add a few files to thousands)."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, tuple[pa.Table, int] | dict[str, Any]] = {}
+        self.clipped = 0
+
+    def adds(self, paths: Sequence[str]) -> list[dict[str, Any]]:
+        ready = [a for a in map(self.paths.__getitem__, paths) if isinstance(a, dict)]
+        rows: dict[int, tuple[pa.Table, list[int]]] = {}
+        for path in paths:
+            found = self.paths[path]
+            if not isinstance(found, dict):
+                rows.setdefault(id(found[0]), (found[0], []))[1].append(found[1])
+        for actions, indices in rows.values():
+            ready += _add_actions(actions.take(indices))
+        return ready
+
+
 def _wanted_files(
-    served: Mapping[str, _Served], visible: TableLog, warehouse: str, datasource: str
-) -> tuple[dict[str, dict[str, Any]], int]:
-    """The add action of every file the visible table should hold, by path; and how many
-    clip files that needed."""
+    served: Mapping[str, _Served], visible: TableLog, source: DeltaTable, storage: TableLog
+) -> _Wanted:
+    """Every file of the served keys (the datasource table's, or a clip)."""
     by_table: dict[str, dict[str, _Served]] = {}
     for key, serving in served.items():
-        path = serving.load_path or datasource_table_path(warehouse, datasource)
-        by_table.setdefault(path, {})[key] = serving
-    wanted: dict[str, dict[str, Any]] = {}
-    clipped = 0
+        by_table.setdefault(serving.load_path or storage.uri, {})[key] = serving
+    wanted = _Wanted()
     for path, keys in by_table.items():
-        storage = TableLog(path, storage_options=visible.storage_options)
-        files = _live_files(storage, set(keys))
-        for key, serving in keys.items():
-            found = files.get(key, [])
-            if serving.ranges is None:
-                for add in found:
-                    wanted[add["path"]] = add
-            elif found:
-                clip = _clip(storage, visible, key, found, serving.ranges)
-                wanted[clip.add["path"]] = clip.add
-                clipped += 1
-    return wanted, clipped
+        log = (
+            storage
+            if path == storage.uri
+            else TableLog(path, storage_options=storage.storage_options)
+        )
+        actions = _live_files(source if log is storage else log.table(), log.uri, set(keys))
+        partial = {k: s for k, s in keys.items() if s.ranges is not None}
+        for i, (uri, key) in enumerate(
+            zip(actions["uri"].to_pylist(), actions[_KEY].to_pylist(), strict=True)
+        ):
+            if key not in partial:
+                wanted.paths[uri] = (actions, i)
+        for key, serving in partial.items():
+            files = actions.filter(pc.equal(actions[_KEY], key))["uri"].to_pylist()
+            if files:
+                assert serving.ranges is not None
+                clip = _clip(log, visible, key, files, serving.ranges)
+                wanted.paths[clip.add["path"]] = clip.add
+                wanted.clipped += 1
+    return wanted
 
 
-def _live_files(storage: TableLog, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """The datasource table's live files of ``keys``, as add actions naming them by absolute
-    URI, with their stats."""
-    try:
-        actions = pa.table(storage.table().get_add_actions(flatten=True))
-    except TableNotFoundError:
-        return {}
-    partition = f"partition.{SEGMENT_KEY_COLUMN}"
-    if partition not in actions.column_names:
-        return {}
-    actions = actions.filter(pc.is_in(actions[partition], pa.array(sorted(keys))))
-    root = _uri_root(storage.uri)
+_KEY = f"partition.{SEGMENT_KEY_COLUMN}"
+
+
+def _live_files(source: DeltaTable, uri: str, keys: set[str]) -> pa.Table:
+    """The datasource table's live files of ``keys`` (delta-rs's flattened add actions),
+    with ``uri``: each file's absolute URI."""
+    actions = pa.table(source.get_add_actions(flatten=True))
+    if _KEY not in actions.column_names:
+        return actions.append_column("uri", pa.array([], pa.string())).slice(0, 0)
+    actions = actions.filter(pc.is_in(actions[_KEY], pa.array(sorted(keys), pa.string())))
+    uris = pc.binary_join_element_wise(_uri_root(uri) + "/", actions["path"], "")
+    return actions.append_column("uri", uris)
+
+
+def _add_actions(actions: pa.Table) -> list[dict[str, Any]]:
+    """Add actions naming the files of ``actions`` by URI, with their stats."""
     stats = _Stats(actions)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for i, (path, size, mtime, key) in enumerate(
-        zip(
-            actions["path"].to_pylist(),
-            actions["size_bytes"].to_pylist(),
-            actions["modification_time"].to_pylist(),
-            actions[partition].to_pylist(),
-            strict=True,
+    return [
+        {
+            "path": uri,
+            "partitionValues": {SEGMENT_KEY_COLUMN: key},
+            "size": int(size),
+            "modificationTime": int(mtime),
+            "dataChange": True,
+            "stats": stats.json(i),
+        }
+        for i, (uri, size, mtime, key) in enumerate(
+            zip(
+                actions["uri"].to_pylist(),
+                actions["size_bytes"].to_pylist(),
+                actions["modification_time"].to_pylist(),
+                actions[_KEY].to_pylist(),
+                strict=True,
+            )
         )
-    ):
-        out.setdefault(key, []).append(
-            {
-                "path": f"{root}/{path}",
-                "partitionValues": {SEGMENT_KEY_COLUMN: key},
-                "size": int(size),
-                "modificationTime": int(mtime),
-                "dataChange": True,
-                "stats": stats.json(i),
-            }
-        )
-    return out
+    ]
 
 
 class _Stats:
@@ -451,32 +496,25 @@ def _clip(
     storage: TableLog,
     visible: TableLog,
     key: str,
-    files: Sequence[dict[str, Any]],
+    files: Sequence[str],
     ranges: tuple[tuple[int, int], ...],
 ) -> Clip:
     """The clip file of ``key`` in ``ranges``: named by what it holds, so a retry or another
     process finds it written and reuses it."""
-    digest = hashlib.sha256(
-        orjson.dumps([key, sorted(f["path"] for f in files), list(ranges)])
-    ).hexdigest()[:24]
-    return write_clip(storage, visible, key, [f["path"] for f in files], ranges, name=digest)
+    digest = hashlib.sha256(orjson.dumps([key, sorted(files), list(ranges)])).hexdigest()[:24]
+    return write_clip(storage, visible, key, files, ranges, name=digest)
 
 
-def _current_files(table: DeltaTable) -> dict[str, dict[str, Any]]:
-    """The visible table's files, by path, as the remove actions that would drop them."""
+def _current_files(table: DeltaTable) -> dict[str, tuple[int, str | None]]:
+    """The visible table's files: path -> (size, ``__segment`` value)."""
     actions = pa.table(table.get_add_actions(flatten=True))
-    partition = f"partition.{SEGMENT_KEY_COLUMN}"
-    return {
-        path: {"path": path, "size": int(size), "partitionValues": {SEGMENT_KEY_COLUMN: key}}
-        for path, size, key in zip(
-            actions["path"].to_pylist(),
-            actions["size_bytes"].to_pylist(),
-            actions[partition].to_pylist()
-            if partition in actions.column_names
-            else [None] * actions.num_rows,
-            strict=True,
-        )
-    }
+    keys = actions[_KEY].to_pylist() if _KEY in actions.column_names else [None] * len(actions)
+    sizes = actions["size_bytes"].to_pylist()
+    return {p: (int(sizes[i]), keys[i]) for i, p in enumerate(actions["path"].to_pylist())}
+
+
+def _remove(path: str, file: tuple[int, str | None]) -> dict[str, Any]:
+    return {"path": path, "size": file[0], "partitionValues": {SEGMENT_KEY_COLUMN: file[1]}}
 
 
 def _create(visible: TableLog, storage: TableLog) -> None:
@@ -536,9 +574,9 @@ def _metadata_action(source: DeltaTable) -> dict[str, Any]:
     }
 
 
-def _schema_change(storage: TableLog, table: DeltaTable) -> dict[str, Any] | None:
+def _schema_change(source_table: DeltaTable, table: DeltaTable) -> dict[str, Any] | None:
     """A new ``metaData`` when the datasource table's schema grew (a new dimension)."""
-    source = storage.table().schema().to_json()
+    source = source_table.schema().to_json()
     if source == table.schema().to_json():
         return None
     metadata = table.metadata()

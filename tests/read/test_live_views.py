@@ -16,6 +16,7 @@ import pyspark
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from segmentlake.cli.main import main
 from segmentlake.lake import Lake
 from segmentlake.spark.jars import delta_jars
 
@@ -60,7 +61,7 @@ def counted(df: DataFrame) -> Counter[Row]:
 
 
 def test_views_stay_exact_through_every_change(
-    spark: SparkSession, warehouse: str, tmp_path: Path
+    spark: SparkSession, warehouse: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lake = Lake(spark, warehouse)
     first = hours(0, range(24), "a", 1) + hours(1, range(24), "a", 2)
@@ -125,7 +126,10 @@ def test_views_stay_exact_through_every_change(
     assert report.clips_removed >= 1  # the hour's clips went with the compaction
     check("a kill")
 
-    assert spark_sql(tmp_path, lake.view_sql(DS, "from_cli"), "from_cli") == (
+    assert main(["--warehouse", warehouse, "view", DS, "--name", "from_cli"]) == 0
+    ddl = capsys.readouterr().out.strip()
+    assert ddl == lake.view_sql(DS, "from_cli") + ";"
+    assert spark_sql(tmp_path, ddl, "from_cli") == (
         sum(expected.values()),
         sum(r[2] * n for r, n in expected.items()),
     )

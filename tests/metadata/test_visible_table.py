@@ -1,0 +1,145 @@
+"""The visible table, Spark-free: separate processes publish at the same time, each publish
+syncs the visible table, and afterwards it holds every published segment's files exactly
+once, current without another sync; a table left behind says so and one sync catches up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import NumberedShardSpec
+from segmentlake.lake import Lake
+from segmentlake.metadata.visible_table import (
+    VISIBLE_APP_ID,
+    current_version,
+    sync_visible_table,
+    syncs_deferred,
+    visible_table_path,
+)
+from tests.metadata.visible_sync_worker import hour
+from tests.multiprocess_support import assert_overlapped, go, read_all_times, wait_ready
+
+WORKERS = 3
+PER_WORKER = 6
+ROWS_PER_KEY = 10
+DS = "raced"
+START = datetime(2024, 1, 1, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def datasource_table(warehouse: str, keys: int) -> None:
+    """The datasource table as the ingestion writes it: rows partitioned by ``__segment``, a
+    file per key (written here by delta-rs: this test runs no Spark)."""
+    times, segments, values = [], [], []
+    for k in range(keys):
+        for r in range(ROWS_PER_KEY):
+            times.append(START + timedelta(hours=k, minutes=r))
+            segments.append(f"k{k}")
+            values.append(k * 100 + r)
+    table = pa.table(
+        {
+            "__time": pa.array(times, pa.timestamp("us", tz="UTC")),
+            "value": pa.array(values, pa.int64()),
+            "__segment": pa.array(segments),
+        }
+    )
+    write_deltalake(f"{warehouse}/{DS}", table, partition_by=["__segment"])
+
+
+@pytest.mark.multiprocess
+def test_racing_publishers_leave_every_segment_visible_once(warehouse: str, tmp_path: Path) -> None:
+    keys = WORKERS * PER_WORKER
+    datasource_table(warehouse, keys)
+    Lake(None, warehouse).metadata.create()
+    race = tmp_path / "race"
+    race.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = {
+        f"w{w}": subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests/metadata/visible_sync_worker.py"),
+                warehouse,
+                str(race),
+                f"w{w}",
+                str(w * PER_WORKER),
+                str(PER_WORKER),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for w in range(WORKERS)
+    }
+    wait_ready(race, procs)
+    go(race)
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"{name}: {out[-3000:]}"
+    assert_overlapped(read_all_times(race, list(procs)), together=True)
+
+    lake = Lake(None, warehouse)
+    version = current_version(lake.metadata, DS)
+    assert version is not None, "the last publish's sync left the visible table behind"
+    visible = DeltaTable(visible_table_path(lake.warehouse, DS))
+    assert visible.version() == version
+    assert visible.transaction_version(VISIBLE_APP_ID) is not None
+    assert version >= 2, "publishes in a row should have made several visible commits"
+    adds = pa.table(visible.get_add_actions(flatten=True))
+    assert Counter(adds["partition.__segment"].to_pylist()) == Counter(
+        f"k{k}" for k in range(keys)
+    )  # every key once
+    rows = 0
+    for uri in adds["path"].to_pylist():
+        assert uri.startswith("file://"), uri  # the datasource table's own file, by URI
+        rows += pq.read_table(uri.removeprefix("file://").replace("%20", " ")).num_rows
+    assert rows == keys * ROWS_PER_KEY
+    assert sync_visible_table(lake.metadata, DS).already_current
+
+
+def publish(lake: Lake, i: int) -> DataSegment:
+    lock = lake.actions.try_lock(DS, hour(i), group_id=f"g{i}").lock
+    assert lock is not None
+    segment = DataSegment(
+        DS, hour(i), lock.version, NumberedShardSpec(0, 1),
+        load_spec={"type": "delta", "path": f"{lake.warehouse}/{DS}", "segment": f"k{i}"},
+    )  # fmt: skip
+    lake.actions.publish(DS, [segment], group_id=f"g{i}")
+    return segment
+
+
+def visible_keys(lake: Lake) -> list[str]:
+    table = DeltaTable(visible_table_path(lake.warehouse, DS))
+    return sorted(pa.table(table.get_add_actions(flatten=True))["partition.__segment"].to_pylist())
+
+
+def test_a_lagging_visible_table_is_told_and_caught_up(warehouse: str) -> None:
+    datasource_table(warehouse, 2)
+    lake = Lake(None, warehouse)
+    first = publish(lake, 0)
+    assert visible_keys(lake) == ["k0"]
+    assert current_version(lake.metadata, DS) is not None
+    with syncs_deferred():  # a process that died between its commit and the sync
+        publish(lake, 1)
+    assert visible_keys(lake) == ["k0"]
+    assert current_version(lake.metadata, DS) is None  # behind, and it says so
+    report = sync_visible_table(lake.metadata, DS)
+    assert (report.added, report.removed, report.already_current) == (1, 0, False)
+    assert visible_keys(lake) == ["k0", "k1"]
+    assert current_version(lake.metadata, DS) == report.table_version
+    lake.mark_unused([first.id])  # its own commit syncs
+    assert visible_keys(lake) == ["k1"]
+    again = sync_visible_table(lake.metadata, DS)
+    assert again.already_current
+    assert again.table_version == DeltaTable(visible_table_path(lake.warehouse, DS)).version()
