@@ -134,3 +134,45 @@ def test_announcements_and_fold_claims_land_on_s3(s3: dict[str, str]) -> None:
     assert ops[:2] == ["waiting", "upkeep_claim"]
     assert report is None or ops[2] == "upkeep"
     assert len(Lake.open(None, warehouse, storage_options=s3).locks("claims")) == 3
+
+
+def test_the_visible_table_follows_publishes_on_s3(s3: dict[str, str]) -> None:
+    """On an object store the visible table is created and committed through delta-rs
+    (conditional PUTs): a publish brings it along, a segment marked unused leaves it, and its
+    add actions name the datasource table's files by their s3:// URIs."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from segmentlake.core.segment import DataSegment
+    from segmentlake.core.shard_spec import NumberedShardSpec
+    from segmentlake.metadata.visible_table import VISIBLE_APP_ID, visible_table_path
+
+    warehouse = f"s3://{BUCKET}/visible"
+    rows = pa.table(
+        {"value": pa.array([1, 2, 3], pa.int64()), "__segment": pa.array(["k0", "k0", "k1"])}
+    )
+    write_deltalake(f"{warehouse}/vis", rows, partition_by=["__segment"], storage_options=s3)
+    lake = Lake.create(None, warehouse, storage_options=s3)
+    segments = []
+    for i in range(2):
+        lock = lake.actions.try_lock("vis", day_after(i), group_id=f"g{i}").lock
+        assert lock is not None
+        segment = DataSegment(
+            "vis", day_after(i), lock.version, NumberedShardSpec(0, 1),
+            load_spec={"type": "delta", "path": f"{warehouse}/vis", "segment": f"k{i}"},
+        )  # fmt: skip
+        lake.actions.publish("vis", [segment], group_id=f"g{i}")
+        segments.append(segment)
+
+    def visible() -> tuple[list[str], DeltaTable]:
+        table = DeltaTable(visible_table_path(warehouse, "vis"), storage_options=s3)
+        adds = pa.table(table.get_add_actions(flatten=True))
+        assert all(p.startswith(f"{warehouse}/vis/") for p in adds["path"].to_pylist())
+        return sorted(adds["partition.__segment"].to_pylist()), table
+
+    keys, table = visible()
+    assert keys == ["k0", "k1"]
+    assert table.transaction_version(VISIBLE_APP_ID) is not None
+    lake.mark_unused([segments[0].id])
+    keys, _ = visible()
+    assert keys == ["k1"]
