@@ -129,11 +129,13 @@ def test_rows_shared_with_a_used_segment_are_kept(spark: SparkSession, lake: Lak
     upgraded = replace(
         appended, version="2999-01-01T00:00:00.000Z", shard_spec=NumberedShardSpec(0, 1)
     )
-    row = segment_row(upgraded, used=True, now_ms=now_ms())
+    # Written as publish writes it: the copy visible, the original overshadowed by it.
+    row = segment_row(upgraded, used=True, now_ms=now_ms(), visibility="visible")
+    hidden = segment_row(appended, used=True, now_ms=now_ms(), visibility="overshadowed")
     transact(
         lake.metadata,
         DS,
-        lambda _: Decision([Change("insert", row)], None),
+        lambda _: Decision([Change("insert", row), Change("upsert", hidden)], None),
         operation="test_upgrade",
     )
     before = visible(lake)
