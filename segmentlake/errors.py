@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadRowsError",
+    "ClassicSessionRequired",
     "CommitConflict",
     "CommitStateUnknown",
     "DatasourceNotFound",
@@ -90,6 +91,20 @@ class MetadataVersionError(SegmentLakeError):
 
 class EnvironmentSetupError(SegmentLakeError):
     """The local environment cannot run segmentlake (missing JDK, unresolvable jars, ...)."""
+
+
+class ClassicSessionRequired(SegmentLakeError):
+    """An operation needs a classic SparkSession (a driver JVM in this process) and was given
+    a Spark Connect session. ``operation`` names it and ``reason`` says what it needs from the
+    JVM; everything else segmentlake does works over Connect."""
+
+    def __init__(self, operation: str, reason: str) -> None:
+        super().__init__(
+            f"{operation} needs a classic SparkSession (a driver JVM in this process), not "
+            f"Spark Connect: {reason}"
+        )
+        self.operation = operation
+        self.reason = reason
 
 
 def first_line(err: BaseException) -> str:

@@ -17,11 +17,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.names import check_datasource_name
 from segmentlake.errors import SpecError, TaskAlreadyPublished
+from segmentlake.metadata.transaction import RetryPolicy
+from segmentlake.spark.connect import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -68,6 +71,12 @@ def batch_writer(
             "part of each batch's task id)"
         )
     parsed = spec if isinstance(spec, IngestionSpec) else IngestionSpec.from_dict(spec)
+    # Over Spark Connect the function is pickled to the server and runs in its Python worker:
+    # it cannot carry this process's session, nor a Lake holding one. It carries how to open
+    # the warehouse instead and opens it on each batch's own session.
+    target: Callable[[DataFrame], Lake] = (
+        _LakeOpener.of(lake) if is_connect(lake.spark) else (lambda _batch: lake)
+    )
 
     def write(batch: DataFrame, batch_id: int) -> None:
         task_id = batch_task_id(stream_id, batch_id)
@@ -75,7 +84,7 @@ def batch_writer(
             logger.info("%s: empty micro-batch, nothing to append", task_id)
             return
         try:
-            report = lake.append(
+            report = target(batch).append(
                 batch, datasource, parsed, task_id=task_id, lock_timeout_s=lock_timeout_s
             )
         except TaskAlreadyPublished:
@@ -84,6 +93,35 @@ def batch_writer(
         logger.info("%s: %s", task_id, report.summary().splitlines()[0])
 
     return write
+
+
+@dataclass(frozen=True, slots=True)
+class _LakeOpener:
+    """What a Spark Connect server's Python worker needs to open the caller's warehouse on a
+    micro-batch's session (segmentlake must be importable by that worker's interpreter)."""
+
+    warehouse: str
+    lease_seconds: float
+    retry: RetryPolicy
+    storage_options: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, lake: Lake) -> _LakeOpener:
+        options = lake.metadata.table.storage_options or {}
+        return cls(
+            lake.warehouse, lake.lockbox.lease_ms / 1000, lake.lockbox.retry, tuple(options.items())
+        )
+
+    def __call__(self, batch: DataFrame) -> Lake:
+        from segmentlake.lake import Lake
+
+        return Lake(
+            batch.sparkSession,
+            self.warehouse,
+            lease_seconds=self.lease_seconds,
+            retry=self.retry,
+            storage_options=dict(self.storage_options) or None,
+        )
 
 
 def append_stream(

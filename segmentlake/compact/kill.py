@@ -53,6 +53,7 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.visible_clips import drop_unreferenced_clips
 from segmentlake.metadata.visible_table import visible_table_path
+from segmentlake.spark.connect import is_connect
 
 __all__ = ["KillReport", "check_kill_arguments", "data_key", "kill_unused"]
 
@@ -63,6 +64,7 @@ _RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 _DEFAULT_RETENTION_HOURS = 168.0  # Delta's default: interval 1 week
 _CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+_CONNECT_PARALLELISM = 8
 _KEYS_PER_DELETE = 10_000
 T = TypeVar("T")
 
@@ -392,12 +394,21 @@ def _listing_parallelism(spark: SparkSession, directories: int) -> Iterator[None
     if conf.get(_LISTING_PARALLELISM, None) is not None:
         yield
         return
-    wanted = max(spark.sparkContext.defaultParallelism, math.ceil(directories / 10))
+    wanted = max(_default_parallelism(spark), math.ceil(directories / 10))
     conf.set(_LISTING_PARALLELISM, str(min(wanted, 10_000)))
     try:
         yield
     finally:
         conf.unset(_LISTING_PARALLELISM)
+
+
+def _default_parallelism(spark: SparkSession) -> int:
+    """The session's default parallelism. A Spark Connect client has no SparkContext to ask:
+    there, the server's ``spark.default.parallelism`` if set, else a small fixed floor."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    value = spark.conf.get("spark.default.parallelism", None)
+    return int(value) if value and value.isdigit() else _CONNECT_PARALLELISM
 
 
 def _check_vacuum_retention(spark: SparkSession, log: TableLog, hours: float) -> None:

@@ -52,6 +52,7 @@ from segmentlake.ingest.parse import (
     parse_input,
 )
 from segmentlake.ingest.report import RowStats, TaskReport
+from segmentlake.spark.connect import require_classic
 
 if TYPE_CHECKING:  # the engine is called with the surface's Lake; it never imports it
     from segmentlake.lake import Lake
@@ -213,6 +214,13 @@ def _read_text(spark: SparkSession, paths: list[str], fmt: InputFormat) -> DataF
 
 def _lines_after(spark: SparkSession, paths: list[str], skip: int) -> Any:
     """Each file's lines after its first ``skip`` (Spark's CSV reader has no such option)."""
+    require_classic(
+        spark,
+        "a Druid inputFormat with skipHeaderRows",
+        "skipping each file's first lines numbers them with the RDD API "
+        "(SparkContext.textFile().zipWithIndex()), which Spark Connect does not offer; "
+        "drop skipHeaderRows (strip the lines beforehand) or ingest with a classic session",
+    )
     context = spark.sparkContext
 
     def kept(numbered: tuple[str, int]) -> bool:

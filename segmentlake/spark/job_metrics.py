@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from segmentlake.errors import first_line
+from segmentlake.spark.connect import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -119,6 +120,9 @@ class _Probe:
 
     @classmethod
     def start(cls, spark: SparkSession, label: str) -> _Probe | None:
+        if is_connect(spark):  # the status store is in the server's JVM, out of reach
+            logger.debug("%s: no Spark job metrics over Spark Connect", label)
+            return None
         try:
             probe = cls(spark, label)
             probe.sc.addJobTag(probe.tag)

@@ -22,12 +22,21 @@ from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark.jars import delta_jars
 from segmentlake.spark.logstore import LOGSTORE_CLASS, LOGSTORE_CONF, logstore_jar
 
-__all__ = ["CONF_DIR", "MASTER_ENV", "prepare", "read_spark_defaults", "spark_session"]
+__all__ = [
+    "CONF_DIR",
+    "MASTER_ENV",
+    "REMOTE_ENV",
+    "prepare",
+    "read_spark_defaults",
+    "spark_session",
+]
 
 logger = logging.getLogger(__name__)
 
 CONF_DIR = Path(__file__).parent / "conf"
 MASTER_ENV = "SEGMENTLAKE_SPARK_MASTER"
+# pyspark's own variable for a Spark Connect server (``sc://host:port``).
+REMOTE_ENV = "SPARK_REMOTE"
 # Java-properties syntax as Spark reads it: the key ends at the first '=', ':' or whitespace.
 _CONF_LINE = re.compile(r"^(?P<key>[^\s=:]+)\s*[=:\s]\s*(?P<value>.*)$")
 # Options that hold lists: a caller's value is added to ours instead of replacing it.
@@ -44,6 +53,9 @@ def spark_session(
 ) -> SparkSession:
     """Return the running SparkSession, or start a local one with Delta and segmentlake set up.
 
+    With ``$SPARK_REMOTE`` set (``sc://host:port``), connect to that Spark Connect server
+    instead (see :mod:`segmentlake.spark.connect`); the other arguments are then unused.
+
     A local session uses ``master`` (default ``$SEGMENTLAKE_SPARK_MASTER``, else ``local[*]``),
     the defaults in ``spark_conf/spark-defaults.conf`` and then ``extra_conf``; values of
     ``spark.jars`` and ``spark.driver.extraJavaOptions`` in ``extra_conf`` are appended to
@@ -56,7 +68,16 @@ def spark_session(
         return SparkSession.active()
     except PySparkRuntimeError:
         pass
+    remote = os.environ.get(REMOTE_ENV)
+    if remote:
+        # Spark Connect: the server owns the conf (it must have Delta's jars and extension).
+        logger.debug("connecting to Spark Connect at %s", remote)
+        return SparkSession.builder.remote(remote).getOrCreate()
     conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress)
+    # Python workers must import what the driver imports: run them with this very interpreter,
+    # not whatever "python3" is first on PATH. A local SparkContext takes the worker's Python
+    # from the environment only (the spark.pyspark.python conf is read by spark-submit).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[*]")
     builder = builder.appName(app_name)
     for key, value in conf.items():
@@ -85,6 +106,7 @@ def read_spark_defaults(path: Path = CONF_DIR / "spark-defaults.conf") -> dict[s
 
 
 def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[str, str]:
+    """segmentlake's conf for a Spark it starts itself (a local session or a Connect server)."""
     conf = read_spark_defaults()
     conf[_JARS] = ",".join(str(jar) for jar in prepare())
     conf[LOGSTORE_CONF] = LOGSTORE_CLASS
@@ -92,11 +114,7 @@ def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[
     conf[_JAVA_OPTIONS] = (
         f"{conf.get(_JAVA_OPTIONS, '')} -Dlog4j2.configurationFile={log4j.as_uri()}"
     )
-    # Python workers must import what the driver imports: run them with this very interpreter,
-    # not whatever "python3" is first on PATH. A local SparkContext takes the worker's Python
-    # from the environment only (the spark.pyspark.python conf is read by spark-submit).
     if "PYSPARK_PYTHON" not in os.environ:
-        os.environ["PYSPARK_PYTHON"] = sys.executable
         conf["spark.pyspark.python"] = sys.executable
     if quiet_progress:
         conf["spark.ui.showConsoleProgress"] = "false"

@@ -1,0 +1,136 @@
+"""A Spark Connect client running the quickstart's story on a warehouse, in its own process.
+
+A process that has a classic SparkContext cannot also open a Connect session (pyspark refuses,
+and a Connect session switches the whole process's ``pyspark.sql.functions`` to Connect), so
+the test suite's shared session and this client live in different processes.
+
+``python -m tests.connect.connect_worker URL WAREHOUSE INPUT_DIR RESULT_JSON`` writes what it
+saw after each step to ``RESULT_JSON`` (see ``test_connect.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from segmentlake.cli import quickstart
+from segmentlake.cli.quickstart import DATASOURCE, SPEC, START, edits_of_days, sample_edits
+from segmentlake.core.druid_task import DruidIngestTask
+from segmentlake.core.interval import Interval
+from segmentlake.errors import ClassicSessionRequired
+from segmentlake.ingest.druid_task import run_druid_task
+from segmentlake.lake import Lake
+from tests.multiprocess_support import write_json
+
+ROWS_PER_DAY = 100
+
+
+def per_day(lake: Lake) -> dict[str, int]:
+    """Visible edits per day, summed by Spark over ``lake.read``."""
+    rows = (
+        lake.read(DATASOURCE)
+        .groupBy(F.date_format("__time", "yyyy-MM-dd").alias("day"))
+        .agg(F.sum("edits").alias("edits"))
+        .collect()
+    )
+    return {r.day: int(r.edits) for r in rows}
+
+
+def skip_header_task(folder: Path) -> DruidIngestTask:
+    """A Druid CSV task with ``skipHeaderRows`` (which needs the RDD API)."""
+    (folder / "rows.csv").write_text("# exported\ntimestamp,page\n2024-01-01T00:00:00Z,a\n")
+    return DruidIngestTask.from_dict(
+        {
+            "type": "index_parallel",
+            "spec": {
+                "dataSchema": {
+                    "dataSource": "skipped",
+                    "timestampSpec": {"column": "timestamp", "format": "iso"},
+                    "dimensionsSpec": {"dimensions": ["page"]},
+                    "granularitySpec": {"segmentGranularity": "day", "rollup": False},
+                },
+                "ioConfig": {
+                    "type": "index_parallel",
+                    "inputSource": {"type": "local", "baseDir": str(folder), "filter": "*.csv"},
+                    "appendToExisting": True,
+                    "inputFormat": {
+                        "type": "csv",
+                        "findColumnsFromHeader": True,
+                        "skipHeaderRows": 1,
+                    },
+                },
+            },
+        }
+    )
+
+
+def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
+    result: dict[str, Any] = {"seconds": {}}
+    began = time.monotonic()
+
+    def step(name: str) -> None:
+        result["seconds"][name] = round(time.monotonic() - began, 2)
+
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    result["session"] = type(spark).__module__
+    lake = Lake(spark, warehouse)
+    days = [START + timedelta(days=d) for d in range(4)]
+    report = lake.append(edits_of_days(spark, days, ROWS_PER_DAY, seed=1), DATASOURCE, SPEC)
+    result["append"] = {"status": report.status, "per_day": per_day(lake)}
+    metrics = report.spark_metrics  # the status store is in the server's JVM: unknown
+    result["append"]["metrics"] = None if metrics is None else metrics.to_json()
+    step("append")
+    late = [START + timedelta(days=1), START + timedelta(days=3)]
+    report = lake.append(edits_of_days(spark, late, ROWS_PER_DAY // 10, seed=7), DATASOURCE, SPEC)
+    result["late"] = {"status": report.status, "per_day": per_day(lake)}
+    step("late append")
+    day = START + timedelta(days=2)
+    fixed = sample_edits(spark, day, ROWS_PER_DAY // 2, seed=42)
+    interval = Interval(day, day + timedelta(days=1))
+    report = lake.overwrite(fixed, DATASOURCE, SPEC, interval=interval)
+    result["overwrite"] = {"status": report.status, "per_day": per_day(lake)}
+    step("overwrite")
+
+    # The quickstart's own tail on the existing datasource: timeline, view, SQL.
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result["quickstart_exit"] = quickstart.run(lake, days=4, rows_per_day=ROWS_PER_DAY)
+    result["quickstart_out"] = printed.getvalue()
+    view = lake.register_view(DATASOURCE, "wiki_view")
+    rows = spark.sql(f"SELECT COUNT(*) AS n, SUM(edits) AS edits FROM {view}").collect()
+    result["view"] = {"rows": rows[0].n, "edits": rows[0].edits}
+    holders = lake.timeline(DATASOURCE).lookup(Interval.parse("2024-01-01/2024-01-05"))
+    result["timeline"] = [[str(h.interval), len(h.segments)] for h in holders]
+    step("timeline, view, SQL")
+
+    report = lake.compact(DATASOURCE)
+    result["compact"] = {"status": report.status, "per_day": per_day(lake)}
+    step("compact")
+    unused = lake.mark_overshadowed_unused(DATASOURCE)
+    killed = lake.kill(DATASOURCE, older_than=0, vacuum=False)
+    result["kill"] = {
+        "unused": len(unused),
+        "killed": len(killed.killed),
+        "rows_deleted": killed.rows_deleted,
+        "per_day": per_day(lake),
+    }
+    step("kill")
+
+    try:
+        run_druid_task(lake, skip_header_task(inputs))
+        result["skip_header"] = "no error"
+    except ClassicSessionRequired as e:
+        result["skip_header"] = {"operation": e.operation, "message": str(e)}
+    write_json(result_path, result)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]))
