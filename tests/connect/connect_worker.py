@@ -5,7 +5,9 @@ and a Connect session switches the whole process's ``pyspark.sql.functions`` to 
 the test suite's shared session and this client live in different processes.
 
 ``python -m tests.connect.connect_worker URL WAREHOUSE INPUT_DIR RESULT_JSON`` writes what it
-saw after each step to ``RESULT_JSON`` (see ``test_connect.py``).
+saw after each step to ``RESULT_JSON`` (see ``test_connect.py``); URL ``classic`` runs the same
+story on a local classic session, for timing. A fifth argument ``stream`` runs a small
+Structured Streaming ingestion instead.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from segmentlake.core.interval import Interval
 from segmentlake.errors import ClassicSessionRequired
 from segmentlake.ingest.druid_task import run_druid_task
 from segmentlake.lake import Lake
+from segmentlake.streaming import append_stream
 from tests.multiprocess_support import write_json
+from tests.streaming.support import SCHEMA as STREAM_SCHEMA
+from tests.streaming.support import SPEC as STREAM_SPEC
+from tests.streaming.support import write_files
 
 ROWS_PER_DAY = 100
 
@@ -42,6 +48,10 @@ def per_day(lake: Lake) -> dict[str, int]:
         .collect()
     )
     return {r.day: int(r.edits) for r in rows}
+
+
+def view_edits(spark: SparkSession, view: str) -> int:
+    return int(spark.sql(f"SELECT SUM(edits) AS edits FROM {view}").collect()[0].edits)
 
 
 def skip_header_task(folder: Path) -> DruidIngestTask:
@@ -72,6 +82,17 @@ def skip_header_task(folder: Path) -> DruidIngestTask:
     )
 
 
+def session(url: str) -> SparkSession:
+    """A Connect client on ``url``; ``classic`` makes a local classic session instead, to time
+    the same story both ways."""
+    if url != "classic":
+        return SparkSession.builder.remote(url).getOrCreate()
+    from segmentlake.spark import spark_session
+
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+    return spark_session(master="local[2]", quiet_progress=True, extra_conf=conf)
+
+
 def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     result: dict[str, Any] = {"seconds": {}}
     began = time.monotonic()
@@ -79,7 +100,7 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     def step(name: str) -> None:
         result["seconds"][name] = round(time.monotonic() - began, 2)
 
-    spark = SparkSession.builder.remote(url).getOrCreate()
+    spark = session(url)
     result["session"] = type(spark).__module__
     lake = Lake(spark, warehouse)
     days = [START + timedelta(days=d) for d in range(4)]
@@ -104,9 +125,13 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     with contextlib.redirect_stdout(printed):
         result["quickstart_exit"] = quickstart.run(lake, days=4, rows_per_day=ROWS_PER_DAY)
     result["quickstart_out"] = printed.getvalue()
-    view = lake.register_view(DATASOURCE, "wiki_view")
-    rows = spark.sql(f"SELECT COUNT(*) AS n, SUM(edits) AS edits FROM {view}").collect()
-    result["view"] = {"rows": rows[0].n, "edits": rows[0].edits}
+    view = lake.register_view(DATASOURCE, "wiki_view", temporary=False)
+    result["view"] = {"edits": view_edits(spark, view)}
+    handle = lake.table(DATASOURCE)
+    result["inspect"] = {
+        "used_segments": handle.inspect.segments().count(),
+        "history": handle.inspect.history().count(),
+    }
     holders = lake.timeline(DATASOURCE).lookup(Interval.parse("2024-01-01/2024-01-05"))
     result["timeline"] = [[str(h.interval), len(h.segments)] for h in holders]
     step("timeline, view, SQL")
@@ -121,6 +146,7 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
         "killed": len(killed.killed),
         "rows_deleted": killed.rows_deleted,
         "per_day": per_day(lake),
+        "view_edits": view_edits(spark, view),  # the persistent view follows on its own
     }
     step("kill")
 
@@ -132,5 +158,27 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     write_json(result_path, result)
 
 
+def stream(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
+    """Structured Streaming into a datasource: each micro-batch's append runs in the server's
+    Python worker (foreachBatch), which opens the warehouse on the batch's own session."""
+    spark = session(url)
+    lake = Lake(spark, warehouse)
+    written = write_files(inputs, 2, 10)
+    frames = spark.readStream.schema(STREAM_SCHEMA).option("maxFilesPerTrigger", 1)
+    query = append_stream(
+        lake,
+        frames.json(str(inputs)),
+        "events",
+        STREAM_SPEC,
+        checkpoint_location=str(inputs.parent / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination()
+    users = lake.read("events").groupBy().agg(F.countDistinct("user").alias("n")).collect()
+    result = {"written": written, "users": users[0].n, "tasks": len(lake.tasks("events"))}
+    write_json(result_path, result)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]))
+    story = main if len(sys.argv) < 6 or sys.argv[5] == "quickstart" else stream
+    story(sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]))

@@ -47,14 +47,14 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
         server.stop()
 
 
-def run_client(server: ConnectServer, tmp_path: Path) -> dict[str, Any]:
+def run_client(server: ConnectServer, tmp_path: Path, story: str) -> dict[str, Any]:
     warehouse, inputs, result = tmp_path / "warehouse", tmp_path / "inputs", tmp_path / "r.json"
     inputs.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     command = [sys.executable, "-m", "tests.connect.connect_worker", server.url, str(warehouse)]
     completed = subprocess.run(
-        [*command, str(inputs), str(result)],
+        [*command, str(inputs), str(result), story],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -76,7 +76,7 @@ def run_client(server: ConnectServer, tmp_path: Path) -> dict[str, Any]:
 def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_path: Path) -> None:
     assert connect_server.url.startswith("sc://localhost:")
     began = time.monotonic()
-    result = run_client(connect_server, tmp_path)
+    result = run_client(connect_server, tmp_path, "quickstart")
     print(f"server start {connect_server.started_s:.1f} s, client {time.monotonic() - began:.1f} s")
     print("client steps (s since start):", result["seconds"])
 
@@ -94,6 +94,8 @@ def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_p
     assert "SQL: edits per day" in out
     assert "2024-01-03  50" in out
     assert result["view"]["edits"] == sum(OVERWRITTEN.values())
+    assert result["inspect"]["used_segments"] == 7  # 4 + 2 late + 1 new version
+    assert result["inspect"]["history"] >= 3
     # Jan 2 and Jan 4 hold two segments (first append + late data), Jan 3 one new version.
     assert [n for _, n in result["timeline"]] == [1, 2, 1, 2]
 
@@ -106,9 +108,19 @@ def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_p
     assert kill["killed"] == kill["unused"]
     assert kill["rows_deleted"] > 0
     assert kill["per_day"] == OVERWRITTEN
+    assert kill["view_edits"] == sum(OVERWRITTEN.values())
 
     skipped = result["skip_header"]
     assert isinstance(skipped, dict), "skipHeaderRows over Connect should have raised"
     assert "skipHeaderRows" in skipped["operation"]
     assert "classic SparkSession" in skipped["message"]
     assert "RDD API" in skipped["message"]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_stream_appends_over_spark_connect(connect_server: ConnectServer, tmp_path: Path) -> None:
+    result = run_client(connect_server, tmp_path, "stream")
+    assert result["users"] == result["written"] == 20  # every row once
+    assert result["tasks"] == 2  # one append per file (micro-batch)
