@@ -54,9 +54,10 @@ def view_edits(spark: SparkSession, view: str) -> int:
     return int(spark.sql(f"SELECT SUM(edits) AS edits FROM {view}").collect()[0].edits)
 
 
-def skip_header_task(folder: Path) -> DruidIngestTask:
-    """A Druid CSV task with ``skipHeaderRows`` (which needs the RDD API)."""
-    (folder / "rows.csv").write_text("# exported\ntimestamp,page\n2024-01-01T00:00:00Z,a\n")
+def skip_header_task(folder: Path, *, skip: int) -> DruidIngestTask:
+    """A Druid CSV task; ``skipHeaderRows`` (``skip`` > 0) needs the RDD API."""
+    lines = ["# exported"] * skip + ["timestamp,page", "2024-01-01T00:00:00Z,a"]
+    (folder / "rows.csv").write_text("\n".join(lines) + "\n")
     return DruidIngestTask.from_dict(
         {
             "type": "index_parallel",
@@ -74,7 +75,7 @@ def skip_header_task(folder: Path) -> DruidIngestTask:
                     "inputFormat": {
                         "type": "csv",
                         "findColumnsFromHeader": True,
-                        "skipHeaderRows": 1,
+                        "skipHeaderRows": skip,
                     },
                 },
             },
@@ -134,6 +135,14 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     }
     holders = lake.timeline(DATASOURCE).lookup(Interval.parse("2024-01-01/2024-01-05"))
     result["timeline"] = [[str(h.interval), len(h.segments)] for h in holders]
+    en = "channel = '#en.wikipedia'"
+    read = lake.read(DATASOURCE, "2024-01-02/P2D", columns=["channel", "edits"], filter=en)
+    in_sql = f"{en} AND __time >= '2024-01-02' AND __time < '2024-01-04'"
+    result["filtered"] = {
+        "read": int(read.agg(F.sum("edits")).collect()[0][0]),
+        "sql": int(spark.sql(f"SELECT SUM(edits) FROM {view} WHERE {in_sql}").collect()[0][0]),
+        "columns": read.columns,
+    }
     step("timeline, view, SQL")
 
     report = lake.compact(DATASOURCE)
@@ -151,10 +160,12 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     step("kill")
 
     try:
-        run_druid_task(lake, skip_header_task(inputs))
+        run_druid_task(lake, skip_header_task(inputs, skip=1))
         result["skip_header"] = "no error"
     except ClassicSessionRequired as e:
         result["skip_header"] = {"operation": e.operation, "message": str(e)}
+    report = run_druid_task(lake, skip_header_task(inputs, skip=0))
+    result["druid_csv"] = {"status": report.status, "rows": lake.read("skipped").count()}
     write_json(result_path, result)
 
 

@@ -94,6 +94,9 @@ def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_p
     assert "SQL: edits per day" in out
     assert "2024-01-03  50" in out
     assert result["view"]["edits"] == sum(OVERWRITTEN.values())
+    filtered = result["filtered"]
+    assert filtered["read"] == filtered["sql"] > 0
+    assert filtered["columns"] == ["__time", "channel", "edits"]
     assert result["inspect"]["used_segments"] == 7  # 4 + 2 late + 1 new version
     assert result["inspect"]["history"] >= 3
     # Jan 2 and Jan 4 hold two segments (first append + late data), Jan 3 one new version.
@@ -115,6 +118,7 @@ def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_p
     assert "skipHeaderRows" in skipped["operation"]
     assert "classic SparkSession" in skipped["message"]
     assert "RDD API" in skipped["message"]
+    assert result["druid_csv"] == {"status": "SUCCESS", "rows": 1}  # the same task, no skip
 
 
 @pytest.mark.spark
