@@ -797,11 +797,15 @@ class Lake:
 
     def _visible_version(self, datasource: str) -> int | None:
         """The visible table's version showing the timeline as of now (synced first); None
-        when a sync could not land (then the datasource table is read, pruned by key)."""
+        when a sync could not land (then the datasource table is read, pruned by key: the
+        metadata decides what is visible either way)."""
         try:
             report = sync_visible_table(self.metadata, datasource)
-        except TimeoutError as e:
-            logger.warning("%s; reading %s through its datasource table", e, datasource)
+        except Exception as e:  # the read still has an exact way; say why it takes it
+            logger.warning(
+                "the visible table of %s could not be synced (%s: %s); reading through the "
+                "datasource table", datasource, type(e).__name__, e,
+            )  # fmt: skip
             return None
         if report.table_version is None:
             raise _no_data(datasource, self.warehouse)

@@ -28,6 +28,7 @@ import contextvars
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -35,6 +36,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -164,7 +166,12 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         # The version first: the records read next are at least this new, so the table is
         # never labelled newer than what it shows (a later sync would skip the difference).
         metadata_version = store.table.refresh()
-        table = _load(visible)
+        try:
+            table = _load(visible)
+        except DeltaError as e:  # a log listing caught mid-link past its retries: a race
+            logger.debug("loading %s: %s; again", visible.uri, e)
+            time.sleep(random.uniform(0.005, 0.03) * (attempt + 1))
+            continue
         if table is None:
             _create(visible, storage)
             continue
@@ -463,11 +470,18 @@ class _Stats:
 
 
 def _stat(value: Any) -> Any:
-    if hasattr(value, "isoformat"):  # Delta writes timestamps in stats as ISO-8601, UTC
-        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-    if isinstance(value, bytes):
-        return None
-    return value
+    """A min/max value as Delta's stats JSON holds it, or None to leave it out (a reader then
+    reads the file: slower, never wrong)."""
+    if isinstance(value, datetime):  # ISO-8601 with milliseconds; UTC marked when zoned
+        text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+        return text + "Z" if value.tzinfo is not None else text
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool | int | str):
+        return value
+    return None  # decimals, binary, nested values: no stat
 
 
 def _nested(flat: Mapping[str, Any]) -> dict[str, Any]:

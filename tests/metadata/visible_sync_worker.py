@@ -4,6 +4,7 @@ FIRST COUNT``: it publishes the HOUR segments ``FIRST .. FIRST + COUNT - 1``."""
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,3 +49,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # As the CLI does (segmentlake.cli.main.run): delta-rs's runtime threads can crash a
+    # short process in the interpreter's shutdown, after all its work is done.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
