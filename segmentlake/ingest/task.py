@@ -39,7 +39,7 @@ from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.names import check_datasource_name
-from segmentlake.core.segment import DataSegment
+from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
 from segmentlake.errors import (
@@ -73,7 +73,8 @@ from segmentlake.ingest.rollup import (
     segment_rows,
     split_rows,
 )
-from segmentlake.metadata.allocation import AllocateRequest, allocate
+from segmentlake.metadata.allocation import AllocateRequest
+from segmentlake.metadata.append_publish import publish_append
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
@@ -295,49 +296,48 @@ def _ingest(
     run.rows = replace(run.rows, rows_out=sum(w.num_rows for w in written.values()))
     crash_point("ingest.after_write")
     describe = _Describe(run, parsed.dimensions, path, partitioning)
-    if version is not None:
-        segments = describe.overwrite(written, version)
-    else:
-        with run.phase("allocate"):
-            segments = describe.append(written, priority, lock_timeout_s)
-    data = [s for s in segments if not s.is_tombstone]
+    segments = [] if version is None else describe.overwrite(written, version)
+    tombstones = sum(s.is_tombstone for s in segments)
     results = {
-        "segments": len(data),
-        "tombstones": len(segments) - len(data),
-        "bytes": sum(s.size for s in data),
+        "segments": len(written) if version is None else len(segments) - tombstones,
+        "tombstones": tombstones,
+        "bytes": sum(w.size for w in written.values()),
         "files": sum(w.files for w in written.values()),
         "version": version,
-        "largest_segment_rows": max((s.num_rows for s in data), default=0),
+        "largest_segment_rows": max((w.num_rows for w in written.values()), default=0),
     }
+
+    # The ledger row goes in the publish commit: a report exists iff the segments do.
+    def ledger(copies: list[DataSegment]) -> list[dict[str, Any]]:
+        report = run.report("SUCCESS", upgraded=len(copies), **results)
+        return [
+            task_row(
+                run.datasource,
+                run.task_id,
+                report.to_json(),
+                interval=run.interval,
+                now_ms=now_ms(),
+            )
+        ]
+
     with run.phase("publish"):
-        beat.finish(renew=True)  # a whole lease for the publish, with no renewal racing it
-        # The ledger row goes in the publish commit: a report exists iff the segments do.
-
-        def ledger(copies: list[DataSegment]) -> list[dict[str, Any]]:
-            report = run.report("SUCCESS", upgraded=len(copies), **results)
-            return [
-                task_row(
-                    run.datasource,
-                    run.task_id,
-                    report.to_json(),
-                    interval=run.interval,
-                    now_ms=now_ms(),
-                )
-            ]
-
-        published = publish(
-            run.target.lockbox,
-            run.datasource,
-            segments,
-            group_id=run.task_id,
-            extra_rows=ledger,
-            replaced=None if run.replacing is None else run.replacing.replaced,
-            appended=run.mode == "append",
-            requirements=[_not_published_before(run.task_id)],
-            reads=row_of(TASK, run.task_id),
-            extra_scope=Scope.of(keys=[f"{TASK}:{run.task_id}"]),
-        )
-    report = run.report("SUCCESS", upgraded=len(published.upgraded), **results)
+        if version is None:
+            upgraded = describe.publish_append(written, priority, lock_timeout_s, ledger)
+        else:
+            beat.finish(renew=True)  # a whole lease for the publish, with no renewal racing it
+            published = publish(
+                run.target.lockbox,
+                run.datasource,
+                segments,
+                group_id=run.task_id,
+                extra_rows=ledger,
+                replaced=None if run.replacing is None else run.replacing.replaced,
+                requirements=[_not_published_before(run.task_id)],
+                reads=row_of(TASK, run.task_id),
+                extra_scope=_ledger_scope(run.task_id),
+            )
+            upgraded = len(published.upgraded)
+    report = run.report("SUCCESS", upgraded=upgraded, **results)
     logger.info(
         "%s: SUCCESS, %d segment(s), %d rows out, %.1fs",
         run.task_id,
@@ -376,6 +376,10 @@ def _write(
     _count(run, parsed, observation.get)
     parts = 1 if partitioning is None else 2
     return written_segments(log, versions, _key_filter(run.key_token, parts))
+
+
+def _ledger_scope(task_id: str) -> Scope:
+    return Scope.of(keys=[f"{TASK}:{task_id}"])
 
 
 def _key_filter(token: str, parts: int) -> Callable[[str], bool]:
@@ -589,42 +593,50 @@ class _Describe:
             return NumberedShardSpec(i, n)
         return self.partitioning.shard_spec(chunk_ms, order[1], i, n)
 
-    def append(
-        self, written: Mapping[str, WrittenSegment], priority: int, lock_timeout_s: float
-    ) -> list[DataSegment]:
-        """Allocate an id (and segment lock) per written segment in its chunk's current
-        version, waiting up to ``lock_timeout_s`` while an overwrite holds the chunk."""
+    def publish_append(
+        self,
+        written: Mapping[str, WrittenSegment],
+        priority: int,
+        lock_timeout_s: float,
+        ledger: Callable[[list[DataSegment]], list[dict[str, Any]]],
+    ) -> int:
+        """Give each written segment an id in its chunk's current version and publish them
+        with the task's report, in one metadata commit (:mod:`~segmentlake.metadata.
+        append_publish`), waiting up to ``lock_timeout_s`` while an overwrite holds a chunk;
+        the number of upgraded copies it added."""
         granularity = self.run.spec.granularity_spec.segment_granularity
         keys = sorted(written, key=key_order)
         requests = [
             AllocateRequest(granularity.bucket(key_order(k)[0]), f"{self.run.task_id}|{k}")
             for k in keys
         ]
+        by_sequence = {r.sequence_name: written[k] for r, k in zip(requests, keys, strict=True)}
+
+        def make(request: AllocateRequest, sid: SegmentId, core_partitions: int) -> DataSegment:
+            written_segment = by_sequence[request.sequence_name]
+            spec = NumberedShardSpec(sid.partition_num, core_partitions)
+            return self.segment(sid.interval, sid.version, spec, written_segment)
+
         deadline = time.monotonic() + lock_timeout_s
         while True:
             try:
-                pending = allocate(
+                result = publish_append(
                     self.run.target.lockbox,
                     self.run.datasource,
                     requests,
+                    make,
                     group_id=self.run.task_id,
-                    task_id=self.run.task_id,
                     priority=priority,
+                    extra_rows=ledger,
+                    requirements=[_not_published_before(self.run.task_id)],
+                    reads=row_of(TASK, self.run.task_id),
+                    extra_scope=_ledger_scope(self.run.task_id),
                 )
-                break
+                return len(result.upgraded)
             except LockRefused:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.5)
-        return [
-            self.segment(
-                p.segment_id.interval,
-                p.segment_id.version,
-                NumberedShardSpec(p.segment_id.partition_num, p.num_core_partitions),
-                written[k],
-            )
-            for k, p in zip(keys, pending, strict=True)
-        ]
 
 
 class _NoHeartbeat:

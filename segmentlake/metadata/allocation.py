@@ -45,7 +45,7 @@ from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, PartitionState, ScopeTooNarrow, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
-__all__ = ["AllocateRequest", "allocate"]
+__all__ = ["AllocateRequest", "ChunkSlot", "allocate", "check_space", "chunk_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,10 @@ class AllocateRequest:
 
 
 @dataclass
-class _Chunk:
+class ChunkSlot:
+    """Where a new segment goes: its chunk, version, next free partition id and the chunk's
+    core partitions."""
+
     interval: Interval
     version: str
     next_partition: int
@@ -128,7 +131,7 @@ def allocate(
         rows = IntervalIndex(
             (r["start_ms"], r["end_ms"], r) for r in state.of(SEGMENT) + state.of(PENDING)
         )
-        chunks: dict[tuple[tuple[int, int], str], _Chunk] = {}
+        chunks: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
         changes = expired_lock_deletes(state, at)
         results = []
         for req in requests:
@@ -144,12 +147,12 @@ def allocate(
                     )
                 results.append(known)
                 continue
-            found = _chunk_for(rows, req.interval, overwrite_version, at)
+            found = chunk_for(rows, req.interval, overwrite_version, at)
             # Requests of finer intervals can land in one coarser chunk (an append by HOUR
             # into a DAY chunk): they share its partition counter.
             chunk = chunks.setdefault((found.interval.key, found.version), found)
             sid = SegmentId(datasource, chunk.interval, chunk.version, chunk.next_partition)
-            _check_space(sid.partition_num, overwrite_version is not None)
+            check_space(sid.partition_num, overwrite_version is not None)
             chunk.next_partition += 1
             lock_request = LockRequest(
                 group_id,
@@ -210,15 +213,15 @@ def allocate(
     )
 
 
-def _check_space(partition_num: int, overwrite: bool) -> None:
+def check_space(partition_num: int, overwrite: bool) -> None:
     high = NON_ROOT_GENERATION_PARTITION_ID_MAX if overwrite else FIRST_GENERATION_PARTITION_ID_MAX
     if partition_num > high:
         raise SpecError(f"chunk is out of partition ids: {partition_num} > {high}")
 
 
-def _chunk_for(
+def chunk_for(
     index: IntervalIndex[Row], interval: Interval, overwrite_version: str | None, at: int
-) -> _Chunk:
+) -> ChunkSlot:
     """The chunk a new segment of ``interval`` goes into, and its next free partition id."""
     rows = index.overlapping(interval.start_millis, interval.end_millis)
     containing = [
@@ -251,7 +254,7 @@ def _chunk_for(
         else (FIRST_GENERATION_PARTITION_ID_MAX)
     )
     taken = [r["partition_num"] for r in in_chunk if low <= r["partition_num"] <= high]
-    return _Chunk(interval, version, max(taken, default=low - 1) + 1, _core_partitions(in_chunk))
+    return ChunkSlot(interval, version, max(taken, default=low - 1) + 1, _core_partitions(in_chunk))
 
 
 def _core_partitions(rows: list[Row]) -> int:

@@ -42,7 +42,7 @@ from segmentlake.metadata.transaction import Decision, Requirement, transact
 from segmentlake.metadata.upgrade import upgrades
 from segmentlake.metadata.visibility import affected_scope, visibility_changes
 
-__all__ = ["PublishResult", "publish"]
+__all__ = ["PublishResult", "check_new_ids", "publish", "segment_inserts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +115,7 @@ def publish(
             if not covering.covers(seg):
                 mine = [lock_from_row(r) for r in state.of(LOCK) if r["group_id"] == group_id]
                 raise LockRefused(_uncovered(seg, mine, at))
-        _check_new_ids(state, segments)
+        check_new_ids(state, segments)
         published = [str(seg.id) for seg in segments]
         copies = upgrades(state, segments, replaced=replaced, appended=appended)
         new = [*segments, *copies]
@@ -128,7 +128,7 @@ def publish(
             scope=state.scope,
             now_ms=at,
         )
-        changes = _inserts(new, at, states)
+        changes = segment_inserts(new, at, states)
         changes += updates
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
         changes += [Change("upsert", row) for row in rows]
@@ -160,7 +160,7 @@ def publish(
 _BULK_SEGMENTS = 64
 
 
-def _inserts(
+def segment_inserts(
     new: Sequence[DataSegment], at: int, states: Mapping[str, str]
 ) -> list[Change | ChangeBatch]:
     """The records of the segments a publish adds."""
@@ -230,7 +230,7 @@ class _LockCover:
         )
 
 
-def _check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> None:
+def check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> None:
     """An id already published must be this very segment (a retried publish); another
     segment under the same id would be dropped silently by the insert-if-absent."""
     known = {r["id"]: r for r in state.of(SEGMENT)}

@@ -54,8 +54,6 @@ CASES: dict[str, tuple[str, ...]] = {
     "append": (
         "ingest.after_parse",
         "ingest.after_write",
-        "commit.allocate.before_log",
-        "commit.allocate.after_log",
         "commit.publish.before_log",
         "commit.publish.after_log",
     ),

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.interval import Interval
+from segmentlake.errors import LockRefused
 from segmentlake.lake import Lake
 from tests.ingest.conftest import EXPECTED_SCHEMA, edits, spec, ts
 
@@ -45,7 +46,9 @@ def test_append_rolls_up_and_reads_back(spark: SparkSession, lake: Lake, ds: str
     assert report.segments == 2
     assert report.tombstones == 0
     assert report.bytes > 0
-    assert set(report.phases) >= {"parse", "write", "allocate", "publish"}
+    assert set(report.phases) >= {"parse", "write", "publish"}
+    # Ids and records in one metadata commit: no allocate commit, nothing to release.
+    assert report.commits == {"publish": 1}
     assert_rows(
         lake.read(ds),
         expected(
@@ -248,3 +251,28 @@ def test_rollup_without_metrics_keeps_one_row_per_time_and_dimensions(
     report = lake.append(edits(spark, DAY1 + DAY2), ds, bare)
     assert report.rows.rows_out == 3  # alice's two identical (time, dims) rows are one
     assert lake.read(ds).columns == ["__time", "channel", "user"]
+
+
+def test_an_overwrite_lock_refuses_an_append_until_released_or_outranked(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """The append's one commit makes allocation's lock check: another group's exclusive lock
+    on the chunk refuses it (nothing published, the report says FAILED), a higher-priority
+    append revokes that lock, and the day's ids stay unique."""
+    lake.append(edits(spark, DAY1), ds, spec())
+    day = Interval.parse("2024-01-01/P1D")
+    held = lake.actions.try_lock(ds, day, group_id="overwriter", priority=50).lock
+    assert held is not None
+    late = edits(spark, [("2024-01-01T23:00:00Z", "#en", "gus", 4)])
+
+    with pytest.raises(LockRefused, match="overwriter"):
+        lake.append(late, ds, spec(), lock_timeout_s=0.6)
+    assert sorted(r.user for r in lake.read(ds).collect()) == ["alice", "bob"]
+    assert [lk.group_id for lk in lake.locks(ds)] == ["overwriter"]
+
+    report = lake.append(late, ds, spec(), priority=100)
+    assert report.status == "SUCCESS"
+    assert sorted(r.user for r in lake.read(ds).collect()) == ["alice", "bob", "gus"]
+    assert [lk.revoked for lk in lake.locks(ds, include_expired=True)] == [True]
+    ids = [s.shard_spec.partition_num for s in lake.timeline(ds).visible_segments()]
+    assert sorted(ids) == [0, 1]
