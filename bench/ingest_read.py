@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 
 from segmentlake import Lake
 from segmentlake.cli.quickstart import SPEC, edits_of_days
+from segmentlake.spark.job_metrics import measure_jobs
 from segmentlake.spark.session import spark_session
 
 START_MS = 1_704_067_200_000  # 2024-01-01
@@ -87,6 +88,12 @@ def alternating(
     return a, b
 
 
+def _median_metrics(runs: list[dict]) -> dict:
+    """Field by field medians of Spark job metrics (executor run ms, records, bytes)."""
+    keys = sorted({k for r in runs for k in r})
+    return {k: statistics.median([r.get(k, 0) for r in runs]) for k in keys}
+
+
 def aggregate(df: DataFrame) -> list:
     return df.groupBy("channel").agg(F.sum("edits"), F.sum("added")).collect()
 
@@ -106,17 +113,25 @@ def main() -> None:
         rows = source.count()
         lake = Lake(spark, str(root / "warehouse"))
         phases: list[dict[str, float]] = []
+        lake_jobs: list[dict] = []
+        plain_jobs: list[dict] = []
 
         def plain_write(i: int) -> None:
             with_day = source.withColumn("day", F.to_date("timestamp"))
-            with_day.write.format("delta").partitionBy("day").save(str(root / f"plain{i}"))
+            with measure_jobs(spark, f"plain{i}") as jobs:
+                with_day.write.format("delta").partitionBy("day").save(str(root / f"plain{i}"))
+            plain_jobs.append(jobs.metrics.to_json() if jobs.metrics else {})
 
         def lake_append(i: int) -> None:
-            phases.append(dict(lake.append(source, f"bench{i}", spec(rollup=False)).phases))
+            report = lake.append(source, f"bench{i}", spec(rollup=False))
+            phases.append(dict(report.phases))
+            lake_jobs.append(dict(report.phase_metrics))
 
         # One uncounted round first: the first write of each kind pays for JIT and caches.
         alternating(1, lambda _: plain_write(99), lambda _: lake_append(99))
         phases.clear()
+        lake_jobs.clear()
+        plain_jobs.clear()
         plain_append, lake_appends = alternating(args.repeat, plain_write, lake_append)
         lake_rollup = [
             timed(lambda i=i: lake.append(source, f"rollup{i}", spec(rollup=True)))
@@ -162,6 +177,18 @@ def main() -> None:
             "append_ratio": round(med(lake_appends) / med(plain_append), 2),
             "append_lake_rollup_s": round(med(lake_rollup), 2),
             "append_lake_phases": {k: round(v, 2) for k, v in phases[-1].items()},
+            # Where the time goes: Spark's task time summed over each side's jobs (median
+            # round), next to the wall time of each phase of the append.
+            "profile": {
+                "plain_write_jobs": _median_metrics(plain_jobs),
+                "lake_phase_jobs": {
+                    phase: _median_metrics([m[phase] for m in lake_jobs if phase in m])
+                    for phase in lake_jobs[-1]
+                },
+                "lake_phase_wall_s": {
+                    k: round(med([p.get(k, 0.0) for p in phases]), 3) for k in phases[-1]
+                },
+            },
             "read_plain_s": round(med(plain_read), 3),
             "read_lake_s": round(med(lake_read), 3),
             "read_ratio": round(med(lake_read) / med(plain_read), 2),

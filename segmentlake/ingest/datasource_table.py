@@ -9,16 +9,26 @@ added (rows and bytes per segment) is read back from the Delta log: no extra Spa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from deltalake import CommitProperties, PostCommitHookProperties
+from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql import DataFrame
 
 from segmentlake.ingest.rollup import SEGMENT_KEY
 from segmentlake.metadata.conflicts import retrying_table_commit
 from segmentlake.metadata.table_log import TableLog
 
-__all__ = ["WrittenSegment", "datasource_path", "write_rows", "written_segments"]
+__all__ = [
+    "WrittenSegment",
+    "datasource_path",
+    "pack_files",
+    "rekey_files",
+    "write_rows",
+    "written_segments",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,20 +57,21 @@ def datasource_path(warehouse: str, datasource: str) -> str:
     return f"{warehouse}/{datasource}"
 
 
-def write_rows(log: TableLog, rows: DataFrame) -> tuple[int, int]:
+def write_rows(
+    log: TableLog, rows: DataFrame, *, max_records_per_file: int | None = None
+) -> tuple[int, int]:
     """Append ``rows`` (one Spark job) to the table of ``log``, creating it on first use;
-    return the table versions (before, after) between which the write committed."""
+    return the table versions (before, after) between which the write committed. With
+    ``max_records_per_file`` no file holds more rows (each Spark task starts a new file of
+    a segment key when its current one is full)."""
     path = log.uri
 
     def write() -> tuple[int, int]:
         before = log.version()
-        (
-            rows.write.format("delta")
-            .mode("append")
-            .option("mergeSchema", "true")
-            .partitionBy(SEGMENT_KEY)
-            .save(path)
-        )
+        writer = rows.write.format("delta").mode("append").option("mergeSchema", "true")
+        if max_records_per_file is not None:
+            writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
+        writer.partitionBy(SEGMENT_KEY).save(path)
         return before, log.version()
 
     return retrying_table_commit(write, what=f"write to {path}", also=_RETRYABLE)
@@ -87,3 +98,56 @@ def written_segments(
         total[1] += added.size
         total[2] += 1
     return {k: WrittenSegment(k, rows, size, files) for k, (rows, size, files) in totals.items()}
+
+
+def pack_files(files: Sequence[tuple[str, int]], limit: int) -> list[list[str]]:
+    """Group files given as (path, rows) into as few groups of at most ``limit`` rows as
+    first-fit decreasing finds (a file above ``limit`` alone in its group): the segments an
+    oversized one becomes."""
+    bins: list[tuple[int, list[str]]] = []
+    for path, rows in sorted(files, key=lambda f: (-f[1], f[0])):
+        for i, (total, paths) in enumerate(bins):
+            if total + rows <= limit:
+                bins[i] = (total + rows, [*paths, path])
+                break
+        else:
+            bins.append((rows, [path]))
+    return [paths for _, paths in bins]
+
+
+def rekey_files(log: TableLog, versions: tuple[int, int], moves: Mapping[str, str]) -> int:
+    """Move each file of ``moves`` (path -> new ``__segment`` value), added in ``versions``,
+    to its new key in one Delta commit that removes it and adds it again with the new
+    partition value: the same bytes, nothing rewritten (Delta's add action, not the file's
+    directory, says which partition a file is in). Returns the version committed."""
+    adds = {}
+    for version in range(versions[0] + 1, versions[1] + 1):
+        for action in log.commit_actions(version):
+            add = action.get("add")
+            if add is not None and add["path"] in moves:
+                adds[add["path"]] = add
+    missing = set(moves) - set(adds)
+    if missing:
+        raise RuntimeError(f"files {sorted(missing)[:3]} were not added by {log.uri} {versions}")
+    stamp = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = []
+    for path, add in adds.items():
+        actions.append(RemoveAction(path, True, stamp, add["size"], add["partitionValues"]))
+        values = {**add["partitionValues"], SEGMENT_KEY: moves[path]}
+        actions.append(
+            AddAction(
+                path, add["size"], values, add["modificationTime"], True, add.get("stats") or ""
+            )
+        )
+    table = log.table()
+    table.create_write_transaction(
+        actions,
+        "append",
+        table.schema(),
+        partition_by=[SEGMENT_KEY],
+        commit_properties=CommitProperties(max_commit_retries=20),
+        post_commithook_properties=PostCommitHookProperties(
+            create_checkpoint=False, cleanup_expired_logs=False
+        ),
+    )
+    return int(log.table().version())

@@ -9,8 +9,6 @@ written by the tasks that read them, with no shuffle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -24,7 +22,6 @@ __all__ = [
     "key_order",
     "perfect_rollup_rows",
     "segment_rows",
-    "split_rows",
     "write_key",
 ]
 
@@ -49,7 +46,8 @@ def write_key(token: str, chunk_ms: int) -> str:
 
 
 def key_order(key: str) -> tuple[int, ...]:
-    """(chunk ms[, split bucket]) of a key made by :func:`write_key` or :func:`split_rows`."""
+    """(chunk ms[, bucket]) of a write key: ``<chunk ms>.<token>`` (:func:`write_key`), or
+    ``<chunk ms>.<bucket>.<token>`` of a split or a perfect rollup."""
     return tuple(int(part) for part in key.split(".")[:-1])
 
 
@@ -104,7 +102,7 @@ def segment_rows(
     parsed: DataFrame, spec: IngestionSpec, dimensions: tuple[str, ...], *, key_token: str
 ) -> DataFrame:
     """The rows to write: kept rows only, tagged with their chunk's write key, rolled up if
-    the spec says so (one segment per chunk; :func:`split_rows` splits oversized ones)."""
+    the spec says so (one segment per chunk; the task splits oversized ones)."""
     kept = kept_rows(parsed).withColumn(
         SEGMENT_KEY, F.concat(F.col(CHUNK).cast("string"), F.lit(f".{key_token}"))
     )
@@ -120,31 +118,6 @@ def segment_rows(
     else:
         rows = _unrolled(kept, spec, keys)
     return rows.select(time, *dims, *metrics, F.col(SEGMENT_KEY))
-
-
-def split_rows(
-    written: DataFrame, dimensions: tuple[str, ...], parts: Mapping[str, int]
-) -> DataFrame:
-    """Rows of the segments written under the keys of ``parts``, re-tagged
-    ``<chunk ms>.<b>.<token>`` with ``b`` in ``0..parts[key]-1`` by a hash of time and
-    dimensions: an oversized segment becomes several (rows already rolled up stay so)."""
-    counts = F.create_map(*[F.lit(x) for key, n in parts.items() for x in (key, n)])
-    bucket = F.pmod(
-        F.xxhash64(F.col("__time"), *map(F.col, dimensions)), counts[F.col(SEGMENT_KEY)]
-    )
-    rows = written.where(F.col(SEGMENT_KEY).isin(list(parts)))
-    key = F.col(SEGMENT_KEY)
-    rows = rows.withColumn(
-        SEGMENT_KEY,
-        F.concat(
-            F.substring_index(key, ".", 1),
-            F.lit("."),
-            bucket.cast("string"),
-            F.lit("."),
-            F.substring_index(key, ".", -1),
-        ),
-    )
-    return rows.repartition(SEGMENT_KEY)
 
 
 def _aggregate(metric: MetricSpec) -> Column:

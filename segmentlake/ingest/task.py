@@ -8,8 +8,9 @@ Both run these phases, each logged as it ends:
 3. **write** — ONE Spark job writes one segment per chunk into the datasource's Delta table,
    under ``__segment`` values unique to this task, and counts every input row by fate as it
    goes (observed metrics). Unparseable rows beyond ``max_parse_exceptions`` fail the task
-   right after it; a segment above ``max_rows_per_segment`` is split by one more job
-   (**split**, only for the chunks concerned);
+   right after it; no file holds more than ``max_rows_per_segment`` rows, and a segment
+   above it becomes several by moving whole files to new keys in one Delta commit
+   (**split**: metadata only, no row written twice);
 4. **allocate** (append) — segment ids with their segment locks, in the existing chunks'
    versions, in one metadata commit;
 5. **publish** — the segments (and an overwrite's tombstones) with the task's report, in one
@@ -53,6 +54,8 @@ from segmentlake.faults import crash_point
 from segmentlake.ingest.datasource_table import (
     WrittenSegment,
     datasource_path,
+    pack_files,
+    rekey_files,
     write_rows,
     written_segments,
 )
@@ -67,11 +70,11 @@ from segmentlake.ingest.parse import (
 from segmentlake.ingest.partitioning import Partitioning, determine_partitions
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.rollup import (
+    SEGMENT_KEY,
     kept_rows,
     key_order,
     perfect_rollup_rows,
     segment_rows,
-    split_rows,
 )
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.append_publish import publish_append
@@ -91,9 +94,6 @@ __all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
 logger = logging.getLogger(__name__)
 
-# Hash buckets are filled unevenly; aiming at 80% of maxRowsPerSegment keeps every segment
-# under it unless a bucket is off by 25% (> 5 standard deviations from 400 rows up).
-_FILL = 0.8
 _SHOWN_BAD_ROWS = 5
 
 
@@ -288,11 +288,15 @@ def _ingest(
                 rollup=run.spec.granularity_spec.rollup,
             )
     with run.phase("write"):
-        written = _write(run, parsed, path, partitioning)
-    limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
-    if partitioning is None and any(w.num_rows > limit for w in written.values()):
+        written, versions = _write(run, parsed, path, partitioning)
+    limit = _segment_row_limit(run)
+    if (
+        partitioning is None
+        and limit is not None
+        and any(w.num_rows > limit for w in written.values())
+    ):
         with run.phase("split"):
-            written = _split(run, parsed, path, written)
+            written = _split(run, path, written, versions, limit)
     run.rows = replace(run.rows, rows_out=sum(w.num_rows for w in written.values()))
     crash_point("ingest.after_write")
     describe = _Describe(run, parsed.dimensions, path, partitioning)
@@ -350,7 +354,7 @@ def _ingest(
 
 def _write(
     run: _Run, parsed: ParsedInput, path: str, partitioning: Partitioning | None
-) -> dict[str, WrittenSegment]:
+) -> tuple[dict[str, WrittenSegment], tuple[int, int]]:
     """Write one segment per chunk (per bucket, with ``partitioning``) in one Spark job,
     counting every input row by fate in that same job (Spark's observed metrics); what
     landed per write key. Too many unparseable rows fail the task here: what was written is
@@ -372,10 +376,13 @@ def _write(
         )
     logger.info("%s: writing to %s", run.task_id, path)
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
-    versions = write_rows(log, rows)
+    # Files never outgrow a segment: an oversized segment becomes several by moving whole
+    # files to new keys (metadata only, see _split), never by writing its rows again.
+    limit = None if partitioning is not None else _segment_row_limit(run)
+    versions = write_rows(log, rows, max_records_per_file=limit)
     _count(run, parsed, observation.get)
     parts = 1 if partitioning is None else 2
-    return written_segments(log, versions, _key_filter(run.key_token, parts))
+    return written_segments(log, versions, _key_filter(run.key_token, parts)), versions
 
 
 def _ledger_scope(task_id: str) -> Scope:
@@ -392,21 +399,50 @@ def _key_filter(token: str, parts: int) -> Callable[[str], bool]:
     return mine
 
 
+def _segment_row_limit(run: _Run) -> int | None:
+    limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
+    return None if limit is None else int(limit)
+
+
 def _split(
-    run: _Run, parsed: ParsedInput, path: str, written: dict[str, WrittenSegment]
+    run: _Run,
+    path: str,
+    written: dict[str, WrittenSegment],
+    versions: tuple[int, int],
+    limit: int,
 ) -> dict[str, WrittenSegment]:
-    """Rewrite each segment above ``max_rows_per_segment`` as several (one more Spark job, for
-    the oversized chunks only); the first copies stay unpublished, hence invisible."""
-    limit = run.spec.partitions_spec.max_rows_per_segment
-    parts = {
-        k: math.ceil(w.num_rows / (limit * _FILL)) for k, w in written.items() if w.num_rows > limit
-    }
-    logger.info("%s: splitting %d oversized segment(s)", run.task_id, len(parts))
-    table = run.target.spark.read.format("delta").load(path)
+    """Each segment above ``limit`` rows becomes several of at most ``limit``: its files (none
+    above ``limit`` rows, the write saw to it) are packed into groups and moved to keys
+    ``<chunk ms>.<group>.<token>`` in one Delta commit of the datasource table that rewrites
+    no row (:func:`rekey_files`)."""
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
-    versions = write_rows(log, split_rows(table, parsed.dimensions, parts))
-    again = written_segments(log, versions, _key_filter(run.key_token, 2))
-    return {k: w for k, w in written.items() if k not in parts} | again
+    files: dict[str, list[tuple[str, int, int]]] = {}
+    for added in log.added_files(versions[0] + 1, versions[1]):
+        key = added.partition_values.get(SEGMENT_KEY)
+        if key in written and written[key].num_rows > limit:
+            files.setdefault(key, []).append(
+                (added.path, int(added.stats["numRecords"]), added.size)
+            )
+    moves: dict[str, str] = {}
+    again: dict[str, WrittenSegment] = {}
+    for key, found in files.items():
+        sizes = {p: (rows, size) for p, rows, size in found}
+        groups = pack_files([(p, rows) for p, rows, _ in found], limit)
+        for group_number, group in enumerate(groups):
+            new_key = f"{key_order(key)[0]}.{group_number}.{run.key_token}"
+            moves.update(dict.fromkeys(group, new_key))
+            again[new_key] = WrittenSegment(
+                new_key,
+                sum(sizes[p][0] for p in group),
+                sum(sizes[p][1] for p in group),
+                len(group),
+            )
+    logger.info(
+        "%s: %d oversized segment(s) become %d, moving %d file(s)",
+        run.task_id, len(files), len(again), len(moves),
+    )  # fmt: skip
+    rekey_files(log, versions, moves)
+    return {k: w for k, w in written.items() if k not in files} | again
 
 
 def _check_options(df: object, priority: object, lock_timeout_s: object) -> None:

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from segmentlake.core.interval import Interval
 from segmentlake.errors import LockRefused
 from segmentlake.lake import Lake
+from segmentlake.metadata.table_log import TableLog
 from tests.ingest.conftest import EXPECTED_SCHEMA, edits, spec, ts
 
 pytestmark = [pytest.mark.spark]
@@ -188,6 +189,32 @@ def test_max_rows_per_segment_splits_a_chunk(spark: SparkSession, lake: Lake, ds
     assert [s.shard_spec.partition_num for s in segments] == list(range(len(segments)))
     assert {s.shard_spec.num_core_partitions for s in segments} == {len(segments)}
     assert lake.read(ds).count() == 1000
+    # Split by moving whole files to new keys: the table holds every row once.
+    live = TableLog(f"{lake.warehouse}/{ds}").live_files()
+    assert sum(f.num_records or 0 for f in live) == 1000
+    assert set(report.phases) >= {"write", "split"}
+
+
+def test_an_oversized_append_is_split_without_writing_rows_twice(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    rows = [(f"2024-01-01T{i % 24:02d}:00:{i % 60:02d}Z", "#en", f"u{i}", i) for i in range(900)]
+    tight = {
+        **spec(rollup=False),
+        "tuningConfig": {"partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 250}},
+    }
+    lake.append(edits(spark, DAY2), ds, tight)
+    report = lake.append(edits(spark, rows).repartition(3), ds, tight)
+    day = [s for s in lake.used_segments(ds) if str(s.interval).startswith("2024-01-01")]
+    assert report.segments == len(day) >= 4
+    assert all(s.num_rows <= 250 for s in day)
+    assert sum(s.num_rows for s in day) == 900
+    assert lake.read(ds).count() == 901
+    assert sorted(r.added for r in lake.read(ds).where("user != 'carol'").collect()) == list(
+        range(900)
+    )
+    live = TableLog(f"{lake.warehouse}/{ds}").live_files()
+    assert sum(f.num_records or 0 for f in live) == 901
 
 
 def test_rollup_off_keeps_every_row_and_hll_sketches_merge(
