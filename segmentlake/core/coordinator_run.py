@@ -80,6 +80,11 @@ _BALANCE_SAMPLE = 5_000
 # _STOP_WINDOW candidates found no better volume — moves have stopped paying.
 _STOP_WINDOW = 100
 _STOP_MISSES = 80
+# Smart loading prices candidates in batches growing from this size by _BATCH_GROWTH up to
+# _BALANCE_SAMPLE: a balanced tier stops after ~80 candidates, and pricing 5,000 for it
+# would cost most of the run (10^6 segments).
+_FIRST_BATCH = 128
+_BATCH_GROWTH = 4
 
 
 @dataclass(frozen=True)
@@ -771,15 +776,16 @@ class _Run:
         # converged cluster stays still instead of finding a stray move now and then).
         order = np.random.default_rng([self.config.seed, tier]).permutation(copy_idx)
         stop = _StopRule()
-        moves = weighed = 0
-        for lo in range(0, len(order), _BALANCE_SAMPLE):
+        moves = weighed = lo = 0
+        size = _FIRST_BATCH
+        while lo < len(order) and not stop.stopped:
             # A batch's costs are exact from the copies as this run left them so far.
-            batch = order[lo : lo + _BALANCE_SAMPLE]
+            batch = order[lo : lo + size]
+            lo += size
+            size = min(size * _BATCH_GROWTH, _BALANCE_SAMPLE)
             batch = batch[~self.moving_away[batch]]
             m, w = self._balance_tier(tier, batch, stop, None)
             moves, weighed = moves + m, weighed + w
-            if stop.stopped:
-                break
         return moves, weighed
 
     def _balance_tier(
