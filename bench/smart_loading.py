@@ -34,26 +34,23 @@ from segmentlake.core.coordinator_run import plan_run
 
 
 def spread_round_robin(sim: SimulatedCluster) -> None:
-    """Re-place every copy: per tier, copies in time order dealt out to the tier's volumes
-    in turn (neighbours in time on different volumes: what the cost function wants)."""
+    """Re-place every copy: per tier, copies in (hour, datasource) order dealt out to the
+    tier's volumes in turn, each hour's deal rotated by a step prime to the volume count, so
+    neighbours in time and datasource sit on different volumes (what the cost wants)."""
     names = sorted(sim.volumes)
     _, _, vol_back = sim.snapshot()
     tier_of = np.array([sim.volumes[n].tier for n in names])
-    vol_tier = tier_of[np.argsort(vol_back)]  # by index into sim._names (live = all here)
-    tiers = vol_tier[sim.c_vol]
-    for tier, _, _ in TIERS:
-        mine = np.flatnonzero(tiers == tier)
+    seg = sim.segments
+    for tier, count, _ in TIERS:
         choices = np.sort(vol_back[tier_of == tier])
-        order = mine[np.argsort(sim.segments.start_ms[sim.c_seg[mine]], kind="stable")]
-        sim.c_vol[order] = choices[np.arange(len(order)) % len(choices)]
-    # A segment's replicas in one tier may have landed on one volume: shift the second.
-    key = sim.c_seg * len(names) + sim.c_vol
-    _, first = np.unique(key, return_index=True)
-    dup = np.setdiff1d(np.arange(len(key)), first)
-    for c in dup:
-        choices = np.sort(vol_back[tier_of == vol_tier[sim.c_vol[c]]])
-        pos = int(np.searchsorted(choices, sim.c_vol[c]))
-        sim.c_vol[c] = choices[(pos + 1) % len(choices)]
+        mine = np.flatnonzero(np.isin(sim.c_vol, choices))
+        s = sim.c_seg[mine]
+        order = np.lexsort((s, seg.datasource[s], seg.start_ms[s]))
+        mine, s = mine[order], s[order]
+        hour = (seg.start_ms[s] - seg.start_ms.min()) // 3_600_000
+        step = next(k for k in (7, 11, 13, 17) if count % k)
+        pos = np.arange(len(mine)) + hour * step
+        sim.c_vol[mine] = choices[pos % len(choices)]
 
 
 def converge(args: argparse.Namespace) -> dict[str, object]:
