@@ -45,7 +45,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from segmentlake.core.retention_rules import Rule, match_rules
-from segmentlake.core.segment_cost import IntervalCostIndex, joint_cost_units, to_units
+from segmentlake.core.segment_cost import (
+    IntervalCostIndex,
+    joint_cost_to,
+    joint_cost_units,
+    to_units,
+)
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.errors import SpecError
 
@@ -927,7 +932,7 @@ class _CandidateCosts:
         rows = self.order[lo:hi]
         if not len(rows):
             return
-        joint = joint_cost_units(self.a[rows], self.b[rows], ya, yb)
+        joint = joint_cost_to(self.a[rows], self.b[rows], float(ya), float(yb))
         joint *= 1.0 + (self.ds[rows] == run.ds[segment])
         self.cost[rows, col] += sign * joint
 
