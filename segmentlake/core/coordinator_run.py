@@ -489,13 +489,15 @@ class _Run:
         n_best: int,
     ) -> int:
         used = self.used[vols] + self.size[s]
+        fullness = used / self.capacity[vols]
+        # A volume whose queue is full is passed over: the copy takes the next best with room.
         eligible = active & ~hold & (used <= self.capacity[vols])
+        eligible &= self.queued[vols].sum(axis=1) < limit
         if not eligible.any():
             return -1
-        cost = matrix.cost[row] * (used / self.capacity[vols])
-        cost = np.where(eligible, cost, np.inf)
-        eligible &= self.queued[vols].sum(axis=1) < limit
-        return self._pick_best(np.where(eligible, cost, np.inf), used / self.capacity[vols], n_best)
+        return self._pick_best(
+            np.where(eligible, matrix.cost[row] * fullness, np.inf), fullness, n_best
+        )
 
     def _pick_best(self, cost: F64, fullness: F64, n_best: int) -> int:
         """One of the ``n_best`` cheapest finite ``cost`` columns, at random (seeded): the
