@@ -15,9 +15,9 @@ volumes its rules ask for (a valid, unbalanced cluster).
   and the cluster's cost (:meth:`SimulatedCluster.cost`: Druid's cost of the placement,
   normalized, and the worst tier's ``max / mean - 1`` of bytes per volume).
 * ``time``: one ``plan_run`` (best of ``--repeat``) over the random placement
-  (``--state random``) or over a balanced one (``--state balanced``: copies spread in time
-  order round-robin over their tier's volumes, which the balancer finds nothing to improve
-  on, as after convergence).
+  (``--state random``) or over a balanced one (``--state balanced``: copies dealt out
+  round-robin in time order over their tier's volumes, where the balancer finds little to
+  improve — it weighs ~100 candidates per tier — as after convergence).
 """
 
 from __future__ import annotations
