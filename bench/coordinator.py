@@ -3,6 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python bench/coordinator.py            # 10^6 segments, 100 volumes, 3 tiers
+    .venv/bin/python bench/coordinator.py --no-smart-loading   # maxSegmentsToMove bounds moves
 
 The cluster: ``--segments`` hourly segments of 10 datasources over ~3 years (sizes 50-500 MB),
 100 volumes in 3 tiers (hot 20, warm 30, cold 50), and a rule chain per datasource: the last
@@ -71,14 +72,14 @@ RULES = (
 )
 
 
-def cluster(n: int, seed: int) -> SimulatedCluster:
+def cluster(n: int, seed: int, *, smart: bool = True) -> SimulatedCluster:
     segments = build_segments(n, seed)
     now = int(segments.end_ms.max())
     return SimulatedCluster(
         build_volumes(),
         segments,
         default_rules=RULES,
-        config=CoordinatorConfig(seed=seed),
+        config=CoordinatorConfig(seed=seed, smart_segment_loading=smart),
         now_ms=now,
     )
 
@@ -170,10 +171,16 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--no-smart-loading",
+        dest="smart",
+        action="store_false",
+        help="smartSegmentLoading false: maxSegmentsToMove (100) bounds the moves per tier",
+    )
     args = parser.parse_args()
     results: dict[str, object] = {"segments": args.segments, "volumes": 100, "tiers": 3}
 
-    sim = cluster(args.segments, args.seed)
+    sim = cluster(args.segments, args.seed, smart=args.smart)
     started = time.perf_counter()
     first = sim.run(complete=False)
     results["cold_start"] = {
@@ -184,7 +191,7 @@ def main() -> None:
     }
     print(json.dumps(results["cold_start"]), flush=True)
 
-    sim = cluster(args.segments, args.seed)
+    sim = cluster(args.segments, args.seed, smart=args.smart)
     place_at_random(sim, args.seed)
     steady = []
     for _ in range(args.runs):

@@ -64,7 +64,10 @@ def add_tier_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     coordinator.add_argument("--datasource", action="append", help="only this one (repeatable)")
     config = sub.add_parser("coordinator-config", help="show or set the coordinator's config")
     config.add_argument(
-        "--set", metavar="JSON", help='e.g. \'{"maxSegmentsToMove": 50, "seed": 1}\''
+        "--set",
+        metavar="JSON",
+        help='e.g. \'{"loadingMinPercent": 60, "seed": 1}\'; maxSegmentsToMove and '
+        "replicationThrottleLimit bound only with smartSegmentLoading false",
     )
 
 

@@ -27,10 +27,11 @@ from segmentlake.core.coordinator_run import (
     plan_run,
 )
 from segmentlake.core.retention_rules import DEFAULT_RULES, Rule
+from segmentlake.core.segment_cost import IntervalCostIndex, joint_cost_units, to_units
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, Volume
 from segmentlake.errors import SpecError
 
-__all__ = ["SimulatedCluster", "StepReport"]
+__all__ = ["ClusterCost", "SimulatedCluster", "StepReport"]
 
 _LOADED, _LOADING, _DROPPING = (int(s) for s in CopyState)
 
@@ -42,6 +43,19 @@ class StepReport:
 
     plan: CoordinatorPlan
     max_in_flight: int
+
+
+@dataclass(frozen=True)
+class ClusterCost:
+    """How balanced the loaded copies are. ``cost``: Druid's cost of the placement — per
+    volume, the joint cost of every pair of copies it holds (doubled within a datasource),
+    summed, in 1/λ² units; ``normalized``: that over the sum of each copy's cost with
+    itself (Druid's "normalized cost"; lower is better). ``imbalance``: over tiers, the
+    largest ``max / mean - 1`` of bytes loaded per volume (0: even)."""
+
+    cost: float
+    normalized: float
+    imbalance: float
 
 
 class SimulatedCluster:
@@ -238,6 +252,33 @@ class SimulatedCluster:
             )
             mask &= in_tier[self.c_vol]
         return np.bincount(self.c_seg[mask], minlength=len(self.segments))
+
+    def cost(self) -> ClusterCost:
+        """The :class:`ClusterCost` of the loaded copies (exact, from interval indexes)."""
+        seg = self.segments
+        loaded = self.c_state == _LOADED
+        c_seg, c_vol = self.c_seg[loaded], self.c_vol[loaded]
+        origin = int(seg.start_ms.min()) if len(seg) else 0
+        a, b = to_units(seg.start_ms, origin), to_units(seg.end_ms, origin)
+        ds = seg.datasource
+        total = 0.0
+        for v in np.unique(c_vol):
+            held = c_seg[c_vol == v]
+            groups = [held, *(held[ds[held] == d] for d in np.unique(ds[held]))]
+            for rows in groups:
+                # Every ordered pair once each way, less each copy with itself: twice the pairs.
+                both = IntervalCostIndex(a[rows], b[rows]).query(a[rows], b[rows]).sum()
+                total += (both - joint_cost_units(a[rows], b[rows], a[rows], b[rows]).sum()) / 2
+        self_cost = float(2.0 * joint_cost_units(a[c_seg], b[c_seg], a[c_seg], b[c_seg]).sum())
+        used = np.bincount(
+            c_vol, seg.size_bytes[c_seg].astype(np.float64), minlength=len(self._names)
+        )
+        imbalance = 0.0
+        for tier in {v.tier for v in self.volumes.values()}:
+            mine = [self._names.index(n) for n, v in self.volumes.items() if v.tier == tier]
+            if len(mine) > 1 and used[mine].mean() > 0:
+                imbalance = max(imbalance, float(used[mine].max() / used[mine].mean() - 1))
+        return ClusterCost(total, total / self_cost if self_cost else 0.0, imbalance)
 
     def in_flight(self) -> dict[str, int]:
         counts = np.bincount(self.c_vol[self.c_state == _LOADING], minlength=len(self._names))

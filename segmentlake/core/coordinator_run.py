@@ -16,7 +16,10 @@ the live volumes, every copy with its state, the rules — and returns a
 5. cancel and drop copies beyond what the rules ask for, and copies of segments no longer
    served; never a live copy while that would leave a tier below its target;
 6. balance: move copies whose cost on another volume of their tier is lower by at least
-   ``balancer_min_cost_reduction`` (so converged runs move nothing).
+   ``balancer_min_cost_reduction`` (so converged runs move nothing). With smart segment
+   loading (the default) a tier's balancer goes on while moves pay and stops once 80 of its
+   last 100 candidates found no better volume; without it, ``max_segments_to_move`` bounds
+   the moves (and ``replication_throttle_limit`` the replicas of step 4).
 
 A volume's placement cost for a segment is Druid's ``CostBalancerStrategy`` — the sum of the
 joint cost with every copy the volume holds or is loading, doubled within a datasource —
@@ -32,8 +35,8 @@ for the previous run's loads and moves, and never plans them twice.
 
 from __future__ import annotations
 
-import math
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +45,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from segmentlake.core.retention_rules import Rule, match_rules
-from segmentlake.core.segment_cost import IntervalCostIndex, joint_cost_units, to_units
+from segmentlake.core.segment_cost import (
+    IntervalCostIndex,
+    joint_cost_to,
+    joint_cost_units,
+    to_units,
+)
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.errors import SpecError
 
@@ -70,8 +78,18 @@ _WINDOW_UNITS = 30.0
 _NEAREST = 512
 _LOADED, _LOADING, _DROPPING = (int(s) for s in CopyState)
 # Copies of a tier the balancer weighs per run (Druid samples too): a tier with fewer has them
-# all weighed, so a run that moves nothing there means the tier is balanced.
+# all weighed, so a run that moves nothing there means the tier is balanced. With smart
+# loading this is the batch size: one more batch is priced while the balancer goes on.
 _BALANCE_SAMPLE = 5_000
+# Smart loading's stopping rule: the balancer stops once this many of its last
+# _STOP_WINDOW candidates found no better volume — moves have stopped paying.
+_STOP_WINDOW = 100
+_STOP_MISSES = 80
+# Smart loading prices candidates in batches growing from this size by _BATCH_GROWTH up to
+# _BALANCE_SAMPLE: a balanced tier stops after ~80 candidates, and pricing 5,000 for it
+# would cost most of the run (10^6 segments).
+_FIRST_BATCH = 128
+_BATCH_GROWTH = 4
 
 
 @dataclass(frozen=True)
@@ -194,6 +212,9 @@ class RunStats:
     replicas: int = 0
     decommission_moves: int = 0
     balance_moves: int = 0
+    # Per tier: candidates the balancer weighed (each found a better volume or not).
+    balance_iterations: dict[str, int] = field(default_factory=dict)
+    throttled_replicas: int = 0
     drops: int = 0
     cancels: int = 0
     not_placed: dict[str, int] = field(default_factory=dict)
@@ -226,7 +247,7 @@ class CoordinatorPlan:
 def plan_run(snapshot: ClusterSnapshot, config: CoordinatorConfig | None = None) -> CoordinatorPlan:
     """Plan one coordinator run over ``snapshot`` (see the module).
 
-    >>> plan = plan_run(snapshot, CoordinatorConfig(maxSegmentsToMove=50))  # doctest: +SKIP
+    >>> plan = plan_run(snapshot, CoordinatorConfig(seed=7))  # doctest: +SKIP
     >>> plan.stats.loads, plan.stats.balance_moves  # doctest: +SKIP
     """
     return _Run(snapshot, config or CoordinatorConfig()).plan()
@@ -237,6 +258,9 @@ class _Run:
 
     def __init__(self, snapshot: ClusterSnapshot, config: CoordinatorConfig) -> None:
         self.snap, self.config, self.stats = snapshot, config, RunStats()
+        # One seeded generator per run: the balancer's sample and the choice among the best
+        # volumes repeat for a given seed and snapshot.
+        self.rng = np.random.default_rng([config.seed, snapshot.now_ms & 0x7FFFFFFF])
         seg, vols, copies = snapshot.segments, snapshot.volumes, snapshot.copies
         self.n, self.nv = len(seg), len(vols)
         self._check(copies)
@@ -399,7 +423,7 @@ class _Run:
         demand = {
             LoadReason.LOAD: True,
             LoadReason.DECOMMISSION: bool(np.any(~self.active)),
-            LoadReason.BALANCE: cfg.max_segments_to_move > 0,
+            LoadReason.BALANCE: cfg.smart_segment_loading or cfg.max_segments_to_move > 0,
         }
         for other in LoadReason:
             if other != reason and demand[other]:
@@ -415,9 +439,9 @@ class _Run:
         move_from: I32 | None = None,
     ) -> int:
         """Greedily give ``segments`` (in priority order) ``copies_needed`` new copies each on
-        volumes of ``tier``, cheapest normalized cost first among the best
-        ``needed + ⌊log₅ volumes⌋`` candidates with room in their queue
-        (``numBestServersChoosingFunction``); returns how many were placed."""
+        volumes of ``tier``, each on one of the best (by normalized cost)
+        ``numBestServersChoosingFunction`` volumes with room in their queue, at random;
+        returns how many were placed."""
         vols = np.flatnonzero(self.vol_tier == tier)
         if not len(segments) or not len(vols):
             return 0
@@ -435,13 +459,14 @@ class _Run:
             return 0
         matrix = _CandidateCosts(self, vols, segments)
         hold = self._holding(segments, vols)
-        n_best = int(math.log(max(int(np.count_nonzero(active)), 1), 5))
+        n_active = int(np.count_nonzero(active))
         placed = 0
         for row in range(len(segments)):
             s = int(segments[row])
             need = int(copies_needed[row])
             for _ in range(need):
-                col = self._choose(matrix, row, s, vols, hold[row], active, limit, need + n_best)
+                n_best = self.config.best_servers(need, n_active)
+                col = self._choose(matrix, row, s, vols, hold[row], active, limit, n_best)
                 if col < 0:
                     self._count_not_placed(reason)
                     break
@@ -464,17 +489,27 @@ class _Run:
         n_best: int,
     ) -> int:
         used = self.used[vols] + self.size[s]
+        fullness = used / self.capacity[vols]
+        # A volume whose queue is full is passed over: the copy takes the next best with room.
         eligible = active & ~hold & (used <= self.capacity[vols])
+        eligible &= self.queued[vols].sum(axis=1) < limit
         if not eligible.any():
             return -1
-        cost = matrix.cost[row] * (used / self.capacity[vols])
-        cost = np.where(eligible, cost, np.inf)
+        return self._pick_best(
+            np.where(eligible, matrix.cost[row] * fullness, np.inf), fullness, n_best
+        )
+
+    def _pick_best(self, cost: F64, fullness: F64, n_best: int) -> int:
+        """One of the ``n_best`` cheapest finite ``cost`` columns, at random (seeded): the
+        copies of a run spread over near-equal volumes instead of piling on the cheapest
+        (Druid's ``numBestServersChoosingFunction``); -1 if none is finite."""
+        finite = int(np.count_nonzero(np.isfinite(cost)))
+        if not finite:
+            return -1
         # Ties (far-apart segments cost ~0 everywhere) go to the emptier volume.
-        order = np.lexsort((np.arange(len(vols)), used / self.capacity[vols], cost))
-        for col in order[: min(n_best, int(np.count_nonzero(eligible)))]:
-            if self.queued[vols[col]].sum() < limit[col]:
-                return int(col)
-        return -1
+        order = np.lexsort((np.arange(len(cost)), fullness, cost))
+        k = min(n_best, finite)
+        return int(order[int(self.rng.integers(k)) if k > 1 else 0])
 
     def _add_copy(
         self,
@@ -636,7 +671,17 @@ class _Run:
             live = self.live[segs].sum(axis=1)
             order = np.lexsort((-self.snap.segments.end_ms[segs], live))
             segs = segs[order]
-            placed = self._place(t, segs, deficit[segs, t].astype(np.int64), LoadReason.LOAD)
+            needed = deficit[segs, t].astype(np.int64)
+            if not self.config.smart_segment_loading:
+                # replicationThrottleLimit: replicas queued per tier per run (old behaviour).
+                allowed = int(
+                    np.searchsorted(
+                        np.cumsum(needed), self.config.replication_throttle_limit, side="right"
+                    )
+                )
+                self.stats.throttled_replicas += int(needed[allowed:].sum())
+                segs, needed = segs[:allowed], needed[:allowed]
+            placed = self._place(t, segs, needed, LoadReason.LOAD)
             self.stats.replicas += placed
 
     def _drop(self) -> tuple[I64, I64]:
@@ -698,12 +743,13 @@ class _Run:
         return np.flatnonzero(drop).astype(np.int64), loading.astype(np.int64)
 
     def _balance(self) -> None:
-        """Per tier, move up to ``max_segments_to_move`` sampled copies to a volume where
-        their normalized cost is lower by at least ``balancer_min_cost_reduction``."""
+        """Per tier, move sampled copies to a volume where their normalized cost is lower by
+        at least ``balancer_min_cost_reduction``: with smart loading until the stopping rule
+        (:class:`_StopRule`) or the copies run out, else up to ``max_segments_to_move``."""
         cfg = self.config
-        if cfg.max_segments_to_move <= 0:
+        smart = cfg.smart_segment_loading
+        if not smart and cfg.max_segments_to_move <= 0:
             return
-        rng = np.random.default_rng([cfg.seed, self.snap.now_ms & 0x7FFFFFFF])
         movable = (
             (self.c_state == _LOADED)
             & ~self.moving_away
@@ -720,22 +766,58 @@ class _Run:
             idx = np.flatnonzero(movable & (self.vol_tier[self.c_vol] == t))
             if not len(idx):
                 continue
-            size = min(len(idx), max(_BALANCE_SAMPLE, 10 * cfg.max_segments_to_move))
-            sample = rng.choice(idx, size=size, replace=False)
-            self.stats.balance_moves += self._balance_tier(t, sample)
+            if smart:
+                moves, weighed = self._balance_smart(t, idx)
+            else:
+                size = min(len(idx), max(_BALANCE_SAMPLE, 10 * cfg.max_segments_to_move))
+                sample = self.rng.choice(idx, size=size, replace=False)
+                moves, weighed = self._balance_tier(t, sample, None, cfg.max_segments_to_move)
+            self.stats.balance_moves += moves
+            self.stats.balance_iterations[self.tiers[t]] = weighed
 
-    def _balance_tier(self, tier: int, copy_idx: I64) -> int:
+    def _balance_smart(self, tier: int, copy_idx: I64) -> tuple[int, int]:
+        """Weigh the tier's copies in a random order, one batch of costs at a time, until
+        the stopping rule fires or every copy was weighed."""
+        # Seeded without the run's time: a run that moved nothing leaves the copies as they
+        # were, so the next run weighs the same candidates and moves nothing either (a
+        # converged cluster stays still instead of finding a stray move now and then).
+        order = np.random.default_rng([self.config.seed, tier]).permutation(copy_idx)
+        stop = _StopRule()
+        moves = weighed = lo = 0
+        size = _FIRST_BATCH
+        while lo < len(order) and not stop.stopped:
+            # A batch's costs are exact from the copies as this run left them so far.
+            batch = order[lo : lo + size]
+            lo += size
+            size = min(size * _BATCH_GROWTH, _BALANCE_SAMPLE)
+            batch = batch[~self.moving_away[batch]]
+            m, w = self._balance_tier(tier, batch, stop, None)
+            moves, weighed = moves + m, weighed + w
+        return moves, weighed
+
+    def _balance_tier(
+        self, tier: int, copy_idx: I64, stop: _StopRule | None, max_moves: int | None
+    ) -> tuple[int, int]:
+        """Weigh ``copy_idx`` in order and move those a volume of the tier takes at a lower
+        cost; stop at ``max_moves`` moves or when ``stop`` says so. Returns (moves, copies
+        weighed)."""
+        if not len(copy_idx):
+            return 0, 0
         vols = np.flatnonzero(self.vol_tier == tier)
         segs = self.c_seg[copy_idx]
         matrix = _CandidateCosts(self, vols, segs)
         hold = self._holding(segs, vols)
         limit = self._queue_limits(LoadReason.BALANCE)[vols]
         active = self.active[vols]
+        n_best = self.config.best_servers(1, int(np.count_nonzero(active)))
         keep = 1.0 - self.config.balancer_min_cost_reduction
-        moves = 0
+        moves = weighed = 0
         for row, c in enumerate(copy_idx):
-            if moves >= self.config.max_segments_to_move:
+            if max_moves is not None and moves >= max_moves:
                 break
+            if stop is not None and stop.stopped:
+                break
+            weighed += 1
             s, cur = int(self.c_seg[c]), int(self.c_vol[c])
             cur_col = matrix.column_of(cur)
             self_cost = 2.0 * float(joint_cost_units(self.a[s], self.b[s], self.a[s], self.b[s]))
@@ -745,18 +827,20 @@ class _Run:
             used = self.used[vols] + self.size[s]
             eligible = active & ~hold[row] & (used <= self.capacity[vols])
             eligible &= self.queued[vols].sum(axis=1) < limit
-            if not eligible.any():
-                continue
             cost = np.where(eligible, matrix.cost[row] * (used / self.capacity[vols]), np.inf)
-            col = int(np.argmin(cost))
-            if not cost[col] < current * keep:
+            # Only volumes that beat the current one by the margin are destinations.
+            cost = np.where(cost < current * keep, cost, np.inf)
+            col = self._pick_best(cost, used / self.capacity[vols], n_best)
+            if stop is not None:
+                stop.record(col >= 0)
+            if col < 0:
                 continue
             self._add_copy(matrix, row, s, col, int(vols[col]), LoadReason.BALANCE, cur)
             self.moving_away[c] = True
             self.c_projected[c] = False
             hold[segs == s, col] = True  # every sampled copy of it: one copy per volume
             moves += 1
-        return moves
+        return moves, weighed
 
     def _alerts(self) -> tuple[I64, I64]:
         """Segments with no loaded copy: since when (carried over), and those past the
@@ -773,6 +857,24 @@ class _Run:
         limit_ms = self.config.segment_loading_max_seconds_before_alerting * 1000
         alerts = np.flatnonzero(unavailable & (now - since > limit_ms)).astype(np.int64)
         return since, alerts
+
+
+class _StopRule:
+    """Smart loading's balancer stop: once at least ``_STOP_MISSES`` of the last
+    ``_STOP_WINDOW`` candidates found no better volume, further candidates are unlikely to
+    pay for their cost computation (and the tier is as balanced as moves can make it)."""
+
+    def __init__(self) -> None:
+        self.window: deque[bool] = deque(maxlen=_STOP_WINDOW)
+        self.misses = 0
+        self.stopped = False
+
+    def record(self, moved: bool) -> None:
+        if len(self.window) == _STOP_WINDOW and not self.window[0]:
+            self.misses -= 1
+        self.window.append(moved)
+        self.misses += not moved
+        self.stopped = self.misses >= _STOP_MISSES
 
 
 class _CandidateCosts:
@@ -832,7 +934,7 @@ class _CandidateCosts:
         rows = self.order[lo:hi]
         if not len(rows):
             return
-        joint = joint_cost_units(self.a[rows], self.b[rows], ya, yb)
+        joint = joint_cost_to(self.a[rows], self.b[rows], float(ya), float(yb))
         joint *= 1.0 + (self.ds[rows] == run.ds[segment])
         self.cost[rows, col] += sign * joint
 

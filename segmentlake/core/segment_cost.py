@@ -32,6 +32,7 @@ __all__ = [
     "MILLIS_PER_UNIT",
     "UNIT_COST_TO_HOURS2",
     "IntervalCostIndex",
+    "joint_cost_to",
     "joint_cost_units",
     "naive_cost",
     "naive_joint_cost",
@@ -119,6 +120,26 @@ def joint_cost_units(a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike) -> 
         j_after = width * (np.exp(np.minimum(b - c, 0.0)) - np.exp(np.minimum(b - d, 0.0)))
         j_overlap = _g(b - c) + _g(a - d) - _g(b - d) - _g(a - c)
     out = np.where(before, j_before, np.where(after, j_after, j_overlap))
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
+
+
+def joint_cost_to(a: F64, b: F64, c: float, d: float) -> F64:
+    """:func:`joint_cost_units` of many intervals with one (``[c, d)``), equal to it element
+    for element but computing each case only where it applies: the incremental updates of
+    the coordinator call it once per decision, so its cost is the balancer's."""
+    out = np.empty(len(a), dtype=np.float64)
+    width = -np.expm1(a - b)
+    before = d <= a
+    after = c >= b
+    mid = ~(before | after)
+    ab = a[before]
+    out[before] = width[before] * (
+        np.exp(np.minimum(d - ab, 0.0)) - np.exp(np.minimum(c - ab, 0.0))
+    )
+    ba = b[after]
+    out[after] = width[after] * (np.exp(np.minimum(ba - c, 0.0)) - np.exp(np.minimum(ba - d, 0.0)))
+    am, bm = a[mid], b[mid]
+    out[mid] = _g(bm - c) + _g(am - d) - _g(bm - d) - _g(am - c)
     return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "CopyState",
     "LoadReason",
     "Volume",
+    "floor_log5",
+    "split_queue_shares",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -119,27 +121,105 @@ class Volume:
 
 _CONFIG_KEYS = {
     "maxSegmentsInNodeLoadingQueue": "max_segments_in_node_loading_queue",
+    "smartSegmentLoading": "smart_segment_loading",
     "loadingMinPercent": "loading_min_percent",
     "decommissioningMinPercent": "decommissioning_min_percent",
     "balancingMinPercent": "balancing_min_percent",
+    "numBestServersChoosingFunction": "num_best_servers",
     "maxSegmentsToMove": "max_segments_to_move",
+    "replicationThrottleLimit": "replication_throttle_limit",
     "segmentLoadingMaxSecondsBeforeAlerting": "segment_loading_max_seconds_before_alerting",
     "balancerMinCostReduction": "balancer_min_cost_reduction",
     "killUnusedAfterSeconds": "kill_unused_after_seconds",
     "seed": "seed",
 }
+# The three queue shares, in LoadReason order, with their defaults: a share left out takes
+# its part of what the given ones leave, in these proportions.
+_SHARE_KEYS = ("loadingMinPercent", "decommissioningMinPercent", "balancingMinPercent")
+_SHARE_DEFAULTS = (70, 10, 20)
+# Moves off decommissioning volumes never take more than this share: loading must go on.
+_DECOMMISSIONING_MAX_PERCENT = 70
+
+
+def split_queue_shares(
+    loading: int | None, decommissioning: int | None, balancing: int | None
+) -> tuple[int, int, int]:
+    """The three queue shares (percent, summing to 100) from those given (``None``: not
+    given): none given, the defaults 70/10/20; one given, the other two split the rest in
+    their default proportions; two given, the third is what they leave; all three given,
+    they must sum to 100. A :class:`SpecError` names the wrong share and the right range."""
+    given = (loading, decommissioning, balancing)
+    for key, percent in zip(_SHARE_KEYS, given, strict=True):
+        if percent is not None:
+            check_int(percent, key, minimum=0, maximum=100)
+    if decommissioning is not None and decommissioning > _DECOMMISSIONING_MAX_PERCENT:
+        raise SpecError(
+            f"decommissioningMinPercent must be at most {_DECOMMISSIONING_MAX_PERCENT}, got "
+            f"{decommissioning}; loading and balancing need the rest of the queue"
+        )
+    known = [i for i, p in enumerate(given) if p is not None]
+    rest = 100 - sum(p for p in given if p is not None)
+    named = " + ".join(f"{_SHARE_KEYS[i]} {given[i]}" for i in known)
+    if rest < 0:
+        raise SpecError(
+            f"the load queue shares add up to more than 100: {named} = {100 - rest}; "
+            "loadingMinPercent, decommissioningMinPercent and balancingMinPercent together "
+            f"make 100 (defaults {', '.join(map(str, _SHARE_DEFAULTS))})"
+        )
+    shares = [p if p is not None else 0 for p in given]
+    missing = [i for i in range(3) if given[i] is None]
+    if not missing and rest:
+        raise SpecError(
+            f"the load queue shares must sum to 100, got {named} = {100 - rest}; give two of "
+            "them and the third follows, or add the missing "
+            f"{rest} to one of them (defaults {', '.join(map(str, _SHARE_DEFAULTS))})"
+        )
+    if len(missing) == 3:
+        return _SHARE_DEFAULTS
+    if len(missing) == 2:
+        first, second = missing
+        weight = _SHARE_DEFAULTS[first] + _SHARE_DEFAULTS[second]
+        shares[first] = round(rest * _SHARE_DEFAULTS[first] / weight)
+        shares[second] = rest - shares[first]
+    elif len(missing) == 1:
+        shares[missing[0]] = rest
+    if shares[1] > _DECOMMISSIONING_MAX_PERCENT:
+        raise SpecError(
+            f"decommissioningMinPercent would be {shares[1]} (100 less {named}), above its "
+            f"maximum of {_DECOMMISSIONING_MAX_PERCENT}; give loadingMinPercent and "
+            f"balancingMinPercent at least {100 - _DECOMMISSIONING_MAX_PERCENT} together"
+        )
+    return shares[0], shares[1], shares[2]
+
+
+def floor_log5(n: int) -> int:
+    """``⌊log₅ n⌋`` for ``n ≥ 1`` in integers (``math.log(125, 5)`` is not exactly 3)."""
+    k = 0
+    while n >= 5:
+        n //= 5
+        k += 1
+    return k
 
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
     """The coordinator's dynamic configuration, with Druid's names in JSON.
 
+    * ``smart_segment_loading`` (on by default, as in Druid) — the coordinator sizes its own
+      work: the balancer moves copies while moves cut cost and stops once 80 of its last 100
+      candidates found no better volume (or it runs out of candidates), and replicas are not
+      throttled. ``max_segments_to_move`` and ``replication_throttle_limit`` are then accepted
+      (stored configs keep loading) but bound nothing. Off, they bound as before: balancing
+      moves per tier per run, and replicas queued per tier per run.
     * ``max_segments_in_node_loading_queue`` — a volume's load queue limit (loads in flight);
       it is split into minimum shares: ``loading_min_percent`` for first copies and replicas,
-      ``decommissioning_min_percent`` for moves off decommissioning volumes and
-      ``balancing_min_percent`` for balancing moves. A share another phase does not need this
-      run is free for the others.
-    * ``max_segments_to_move`` — balancing moves per tier per run.
+      ``decommissioning_min_percent`` (at most 70) for moves off decommissioning volumes and
+      ``balancing_min_percent`` for balancing moves. They sum to 100: those not given split
+      what the given ones leave (:func:`split_queue_shares`). A share another phase does not
+      need this run is free for the others.
+    * ``num_best_servers`` (``numBestServersChoosingFunction``) — a new copy goes to one of
+      the N cheapest volumes with room, chosen at random with ``seed`` so load spreads;
+      ``None`` (the default) is ``replicas + ⌊log₅ volumes of the tier⌋``.
     * ``segment_loading_max_seconds_before_alerting`` — a segment with no loaded copy for
       longer than this raises an alert.
     * ``balancer_min_cost_reduction`` — a balancing move must cut the segment's normalized
@@ -150,10 +230,14 @@ class CoordinatorConfig:
     """
 
     max_segments_in_node_loading_queue: int = 500
-    loading_min_percent: int = 70
-    decommissioning_min_percent: int = 10
-    balancing_min_percent: int = 20
+    smart_segment_loading: bool = True
+    # None: not given; __post_init__ replaces each by its resolved share (an int).
+    loading_min_percent: int | None = None
+    decommissioning_min_percent: int | None = None
+    balancing_min_percent: int | None = None
+    num_best_servers: int | None = None
     max_segments_to_move: int = 100
+    replication_throttle_limit: int = 500
     segment_loading_max_seconds_before_alerting: float = 900.0
     balancer_min_cost_reduction: float = 0.01
     kill_unused_after_seconds: float | None = None
@@ -166,20 +250,20 @@ class CoordinatorConfig:
             minimum=1,
             maximum=INT32_MAX,
         )
-        percents = {
-            "loadingMinPercent": self.loading_min_percent,
-            "decommissioningMinPercent": self.decommissioning_min_percent,
-            "balancingMinPercent": self.balancing_min_percent,
-        }
-        for key, percent in percents.items():
-            check_int(percent, key, minimum=0, maximum=100)
-        if sum(percents.values()) > 100:
-            raise SpecError(
-                "loadingMinPercent, decommissioningMinPercent and balancingMinPercent must be "
-                f"integers summing to at most 100, got {tuple(percents.values())}; Druid's "
-                "defaults are (70, 10, 20)"
-            )
+        check_flag(self.smart_segment_loading, "smartSegmentLoading")
+        shares = split_queue_shares(
+            self.loading_min_percent, self.decommissioning_min_percent, self.balancing_min_percent
+        )
+        for attr, share in zip(
+            ("loading_min_percent", "decommissioning_min_percent", "balancing_min_percent"),
+            shares,
+            strict=True,
+        ):
+            object.__setattr__(self, attr, share)
+        if self.num_best_servers is not None:
+            check_int(self.num_best_servers, "numBestServersChoosingFunction", minimum=1)
         check_int(self.max_segments_to_move, "maxSegmentsToMove", minimum=0, maximum=INT32_MAX)
+        check_int(self.replication_throttle_limit, "replicationThrottleLimit", minimum=0)
         check_number(
             self.segment_loading_max_seconds_before_alerting,
             "segmentLoadingMaxSecondsBeforeAlerting",
@@ -193,14 +277,27 @@ class CoordinatorConfig:
         # numpy seeds its generator with non-negative integers.
         check_int(self.seed, "seed", minimum=0)
 
-    def queue_share(self, reason: LoadReason) -> int:
-        """The slots of a volume's load queue guaranteed to ``reason``."""
-        percent = (
+    @property
+    def queue_shares(self) -> tuple[int, int, int]:
+        """The resolved loading, decommissioning and balancing shares (percent, sum 100)."""
+        shares = (
             self.loading_min_percent,
             self.decommissioning_min_percent,
             self.balancing_min_percent,
-        )[reason]
-        return self.max_segments_in_node_loading_queue * percent // 100
+        )
+        assert None not in shares  # resolved by __post_init__
+        return shares  # type: ignore[return-value]
+
+    def queue_share(self, reason: LoadReason) -> int:
+        """The slots of a volume's load queue guaranteed to ``reason``."""
+        return self.max_segments_in_node_loading_queue * self.queue_shares[reason] // 100
+
+    def best_servers(self, replicas: int, volumes: int) -> int:
+        """How many of the cheapest volumes a copy's destination is chosen among: the
+        configured number, else ``replicas + ⌊log₅ volumes⌋`` (at least 1)."""
+        if self.num_best_servers is not None:
+            return self.num_best_servers
+        return max(1, replicas + floor_log5(max(volumes, 1)))
 
     def to_json(self) -> dict[str, Any]:
         values = asdict(self)
@@ -208,9 +305,37 @@ class CoordinatorConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CoordinatorConfig:
-        """The config of Druid-style JSON; missing keys keep their defaults."""
+        """The config of Druid-style JSON; missing keys keep their defaults (missing queue
+        shares follow from the given ones)."""
         _check_keys(data, _CONFIG_KEYS, "coordinator config")
         return cls(**{_CONFIG_KEYS[k]: v for k, v in data.items()})
+
+    @classmethod
+    def from_stored_json(cls, data: Mapping[str, Any]) -> CoordinatorConfig:
+        """A stored config, maybe written before smart loading: then its three shares could
+        sum below 100 (the rest was free for whichever phase came first, which was loading),
+        so loading gets the rest."""
+        if isinstance(data, Mapping) and "smartSegmentLoading" not in data:
+            shares = [data.get(k) for k in _SHARE_KEYS]
+            if all(isinstance(p, int) and not isinstance(p, bool) for p in shares):
+                total = sum(shares)  # type: ignore[arg-type]
+                if 0 <= total < 100:
+                    data = {**data, "loadingMinPercent": shares[0] + 100 - total}  # type: ignore[operator]
+        return cls.from_json(data)
+
+    def updated(self, changes: Mapping[str, Any]) -> CoordinatorConfig:
+        """This config with ``changes`` (Druid-style JSON) applied. Queue shares named in
+        ``changes`` are re-split from those alone: setting one share re-divides the rest."""
+        if not isinstance(changes, Mapping):
+            raise SpecError(
+                f"coordinator config JSON must be an object, got {safe_repr(changes)}; "
+                'e.g. {"balancerMinCostReduction": 0.02}'
+            )
+        base = self.to_json()
+        if any(k in changes for k in _SHARE_KEYS):
+            for key in _SHARE_KEYS:
+                del base[key]
+        return CoordinatorConfig.from_json({**base, **dict(changes)})
 
 
 def _check_keys(data: object, known: Iterable[str], what: str) -> None:

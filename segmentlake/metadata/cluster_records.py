@@ -218,11 +218,12 @@ def _same_path(a: str, b: str) -> bool:
 
 
 def coordinator_config(store: MetadataStore) -> CoordinatorConfig:
-    """The stored coordinator config, or the defaults."""
+    """The stored coordinator config, or the defaults (a config stored before smart loading
+    loads too: :meth:`CoordinatorConfig.from_stored_json`)."""
     rows = store.rows(CLUSTER, pc.field("kind") == CONFIG)
     if not rows:
         return CoordinatorConfig()
-    return CoordinatorConfig.from_json(orjson.loads(rows[0]["payload"]))
+    return CoordinatorConfig.from_stored_json(orjson.loads(rows[0]["payload"]))
 
 
 def set_coordinator_config(
@@ -232,15 +233,15 @@ def set_coordinator_config(
     policy: RetryPolicy | None = None,
 ) -> CoordinatorConfig:
     """Store the coordinator config (a :class:`CoordinatorConfig` or Druid-style JSON, whose
-    missing keys keep the stored values)."""
+    missing keys keep the stored values; queue shares it names are re-split from those
+    alone, :meth:`CoordinatorConfig.updated`)."""
     if not isinstance(config, CoordinatorConfig):
         if not isinstance(config, Mapping):
             raise SpecError(
                 f"the coordinator config must be a JSON object, got {safe_repr(config)}; "
-                'e.g. {"maxSegmentsToMove": 50}'
+                'e.g. {"balancerMinCostReduction": 0.02}'
             )
-        merged = {**coordinator_config(store).to_json(), **dict(config)}
-        config = CoordinatorConfig.from_json(merged)
+        config = coordinator_config(store).updated(config)
     row = metadata_row(
         CLUSTER, CONFIG, "config", now_ms(), payload=orjson.dumps(config.to_json()).decode()
     )

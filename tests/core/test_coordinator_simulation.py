@@ -210,7 +210,7 @@ def test_a_segment_unloaded_too_long_raises_an_alert() -> None:
 
 
 def test_bad_config_names_the_problem() -> None:
-    with pytest.raises(SpecError, match="summing to at most 100"):
+    with pytest.raises(SpecError, match="add up to more than 100"):
         CoordinatorConfig(loading_min_percent=90, balancing_min_percent=20)
     with pytest.raises(SpecError, match="maxSegmentsInNodeLoadingQueue"):
         CoordinatorConfig.from_json({"maxSegmentsInNodeLoadingQueue": 0})

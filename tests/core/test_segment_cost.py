@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from segmentlake.core.segment_cost import (
     UNIT_COST_TO_HOURS2,
     IntervalCostIndex,
+    joint_cost_to,
     joint_cost_units,
     naive_cost,
     naive_joint_cost,
@@ -110,3 +111,12 @@ def test_empty_index_and_empty_queries() -> None:
     assert len(empty) == 0
     assert empty.query(np.array([0.0]), np.array([1.0])).tolist() == [0.0]
     assert IntervalCostIndex([0.0], [1.0]).query(np.zeros(0), np.zeros(0)).shape == (0,)
+
+
+def test_joint_cost_to_one_interval_equals_the_broadcast_form() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0, 40, 2000)
+    b = a + rng.choice([0.01, 0.7, 5.0, 30.0], 2000)
+    for c, d in ((20.0, 20.7), (-5.0, 0.0), (45.0, 46.0), (10.0, 35.0), (a[7], b[7])):
+        assert np.array_equal(joint_cost_to(a, b, c, d), joint_cost_units(a, b, c, d))
+    assert len(joint_cost_to(a[:0], b[:0], 1.0, 2.0)) == 0
