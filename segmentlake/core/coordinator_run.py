@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from segmentlake.core.retention_rules import Rule, match_rules
 from segmentlake.core.segment_cost import (
+    GroupedCostIndex,
     IntervalCostIndex,
     joint_cost_to,
     joint_cost_units,
@@ -271,6 +272,7 @@ class _Run:
         self.active = np.array([not v.decommissioning for v in vols], dtype=bool)
         self.capacity = np.array([v.capacity_bytes for v in vols], dtype=np.float64)
         origin = int(seg.start_ms.min()) if self.n else 0
+        self.origin_ms = origin
         self.a = to_units(seg.start_ms, origin)
         self.b = to_units(seg.end_ms, origin)
         self.size = seg.size_bytes.astype(np.float64)
@@ -887,30 +889,7 @@ class _CandidateCosts:
         self.col = {int(v): i for i, v in enumerate(vols)}
         self.seg = segments
         a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
-        self.cost = np.zeros((len(segments), len(vols)), dtype=np.float64)
-        p_seg, p_vol = run._projected_copies()
-        in_tier = np.isin(p_vol, vols)
-        p_seg, p_vol = p_seg[in_tier], p_vol[in_tier]
-        order = np.lexsort((run.ds[p_seg], p_vol))
-        p_seg, p_vol = p_seg[order], p_vol[order]
-        p_ds = run.ds[p_seg]
-        cand_ds = np.unique(ds)
-        by_ds = {int(d): np.flatnonzero(ds == d) for d in cand_ds}
-        for col, v in enumerate(vols):
-            lo, hi = np.searchsorted(p_vol, [v, v + 1])
-            if lo == hi:
-                continue
-            held = p_seg[lo:hi]
-            index = IntervalCostIndex(run.a[held], run.b[held])
-            self.cost[:, col] = index.query(a, b)
-            held_ds = p_ds[lo:hi]
-            for d, rows in by_ds.items():
-                d_lo, d_hi = np.searchsorted(held_ds, [d, d + 1])
-                if d_lo < d_hi:
-                    same = held[d_lo:d_hi]
-                    self.cost[rows, col] += IntervalCostIndex(run.a[same], run.b[same]).query(
-                        a[rows], b[rows]
-                    )
+        self.cost = _grouped_costs(run, vols, segments)
         # Start-sorted candidates for the window updates.
         self.order = np.argsort(a, kind="stable")
         self.sorted_a = a[self.order]
@@ -937,6 +916,72 @@ class _CandidateCosts:
         joint = joint_cost_to(self.a[rows], self.b[rows], float(ya), float(yb))
         joint *= 1.0 + (self.ds[rows] == run.ds[segment])
         self.cost[rows, col] += sign * joint
+
+
+def _per_volume_costs(run: _Run, vols: I64, segments: I64) -> F64:
+    """The candidate cost matrix from one :class:`IntervalCostIndex` per volume and one per
+    volume and datasource: the reference :func:`_grouped_costs` is tested against, and the
+    fallback for intervals too long for :class:`GroupedCostIndex`."""
+    a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
+    cost = np.zeros((len(segments), len(vols)), dtype=np.float64)
+    p_seg, p_vol = run._projected_copies()
+    in_tier = np.isin(p_vol, vols)
+    p_seg, p_vol = p_seg[in_tier], p_vol[in_tier]
+    order = np.lexsort((run.ds[p_seg], p_vol))
+    p_seg, p_vol = p_seg[order], p_vol[order]
+    p_ds = run.ds[p_seg]
+    cand_ds = np.unique(ds)
+    by_ds = {int(d): np.flatnonzero(ds == d) for d in cand_ds}
+    for col, v in enumerate(vols):
+        lo, hi = np.searchsorted(p_vol, [v, v + 1])
+        if lo == hi:
+            continue
+        held = p_seg[lo:hi]
+        index = IntervalCostIndex(run.a[held], run.b[held])
+        cost[:, col] = index.query(a, b)
+        held_ds = p_ds[lo:hi]
+        for d, rows in by_ds.items():
+            d_lo, d_hi = np.searchsorted(held_ds, [d, d + 1])
+            if d_lo < d_hi:
+                same = held[d_lo:d_hi]
+                cost[rows, col] += IntervalCostIndex(run.a[same], run.b[same]).query(
+                    a[rows], b[rows]
+                )
+    return cost
+
+
+def _grouped_costs(run: _Run, vols: I64, segments: I64) -> F64:
+    """The candidate cost matrix ``cost[i, col]``: the cost of ``segments[i]`` on volume
+    ``vols[col]`` — the joint cost with every projected copy there, doubled within a
+    datasource — from one :class:`GroupedCostIndex` over the tier's copies grouped by volume
+    and datasource (a volume's cost is the sum over its datasources' groups, plus the
+    candidate's own datasource's group once more)."""
+    seg = run.snap.segments
+    p_seg, p_vol = run._projected_copies()
+    col_of = np.full(run.nv, -1, dtype=np.int64)
+    col_of[vols] = np.arange(len(vols))
+    p_col = col_of[p_vol]
+    keep = p_col >= 0
+    p_seg, p_col = p_seg[keep], p_col[keep]
+    n_ds = max(len(seg.datasources), int(run.ds.max()) + 1 if run.n else 1)
+    max_len = float((run.b[p_seg] - run.a[p_seg]).max()) if len(p_seg) else 0.0
+    if max_len > GroupedCostIndex.MAX_LEN_UNITS:
+        return _per_volume_costs(run, vols, segments)
+    index = GroupedCostIndex(
+        p_col * n_ds + run.ds[p_seg],
+        len(vols) * n_ds,
+        seg.start_ms[p_seg],
+        seg.end_ms[p_seg],
+        run.origin_ms,
+    )
+    n_c, n_v = len(segments), len(vols)
+    groups = np.arange(n_v * n_ds, dtype=np.int64)
+    q_seg = np.repeat(segments, len(groups))
+    q_group = np.tile(groups, n_c)
+    per_group = index.query(q_group, seg.start_ms[q_seg], seg.end_ms[q_seg]).reshape(n_c, n_v, n_ds)
+    cost = per_group.sum(axis=2)
+    cost += per_group[np.arange(n_c), :, run.ds[segments]]
+    return np.asarray(cost, dtype=np.float64)
 
 
 def _newest_first(segments: I64, end_ms: I64) -> I64:
