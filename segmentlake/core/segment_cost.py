@@ -277,7 +277,14 @@ class GroupedCostIndex:
         self.span = (int(s_ms.max()) - self.t0 + 2) if len(s_ms) else 2
         self.max_len_ms = int((e_ms - s_ms).max()) if len(s_ms) else 0
         key = g * self.span + (s_ms - self.t0)
-        order = np.argsort(key, kind="stable")
+        # Sorted by (group, start) in two stable passes: by start (copies usually come in
+        # about segment order, which timsort takes in near-linear time), then by group (a
+        # radix sort for small integers) — the order of one stable sort by ``key``.
+        order = np.argsort(s_ms, kind="stable")
+        by_group = g[order]
+        if self.n_groups <= np.iinfo(np.int16).max:
+            by_group = by_group.astype(np.int16)
+        order = order[np.argsort(by_group, kind="stable")]
         self.key = key[order]
         self.group_lo = np.searchsorted(
             self.key, np.arange(self.n_groups + 1, dtype=np.int64) * self.span
