@@ -297,6 +297,13 @@ class GroupedCostIndex:
         self.nb = int(blk.max() - self.b0) + 1 if len(c) else 1
         self.run = g[order] * self.nb + (blk - self.b0).astype(np.int64)
         ref = (blk + 1) * _BLOCK_UNITS
+        # Each run's first position, for the block look-ups (a short array to search).
+        if len(c):
+            firsts = np.flatnonzero(np.r_[True, self.run[1:] != self.run[:-1]])
+        else:
+            firsts = np.zeros(0, dtype=np.int64)
+        self.run_ids = self.run[firsts]
+        self.run_bounds = np.r_[firsts, len(c)]
         self.prefix = _segmented_cumsum(self.run, np.exp(d - ref) - np.exp(c - ref))
         ref = blk * _BLOCK_UNITS
         values = np.exp(ref - c) - np.exp(ref - d)
@@ -351,8 +358,12 @@ class GroupedCostIndex:
         rel = b_id - self.b0
         valid = (rel >= 0) & (rel < self.nb)
         run = qg * self.nb + np.clip(rel, 0, self.nb - 1).astype(np.int64)
-        lo = np.searchsorted(self.run, run, side="left")
-        hi = np.searchsorted(self.run, run, side="right")
+        k = np.searchsorted(self.run_ids, run, side="left")
+        found = k < len(self.run_ids)
+        found[found] = self.run_ids[k[found]] == run[found]
+        valid &= found
+        lo = self.run_bounds[k]
+        hi = self.run_bounds[np.minimum(k + 1, len(self.run_ids))]
         return lo, hi, valid
 
     def _window(self, a: F64, b: F64, lo: Any, hi: Any) -> F64:
