@@ -785,6 +785,9 @@ class _Run:
         # converged cluster stays still instead of finding a stray move now and then).
         order = np.random.default_rng([self.config.seed, tier]).permutation(copy_idx)
         stop = _StopRule()
+        # One index over the tier's copies for every batch: a later batch's costs add the
+        # moves of the earlier ones (exact joint costs) instead of re-indexing the tier.
+        base = _TierIndex(self, np.flatnonzero(self.vol_tier == tier))
         moves = weighed = lo = 0
         size = _FIRST_BATCH
         while lo < len(order) and not stop.stopped:
@@ -793,12 +796,17 @@ class _Run:
             lo += size
             size = min(size * _BATCH_GROWTH, _BALANCE_SAMPLE)
             batch = batch[~self.moving_away[batch]]
-            m, w = self._balance_tier(tier, batch, stop, None)
+            m, w = self._balance_tier(tier, batch, stop, None, base)
             moves, weighed = moves + m, weighed + w
         return moves, weighed
 
     def _balance_tier(
-        self, tier: int, copy_idx: I64, stop: _StopRule | None, max_moves: int | None
+        self,
+        tier: int,
+        copy_idx: I64,
+        stop: _StopRule | None,
+        max_moves: int | None,
+        base: _TierIndex | None = None,
     ) -> tuple[int, int]:
         """Weigh ``copy_idx`` in order and move those a volume of the tier takes at a lower
         cost; stop at ``max_moves`` moves or when ``stop`` says so. Returns (moves, copies
@@ -807,7 +815,7 @@ class _Run:
             return 0, 0
         vols = np.flatnonzero(self.vol_tier == tier)
         segs = self.c_seg[copy_idx]
-        matrix = _CandidateCosts(self, vols, segs)
+        matrix = _CandidateCosts(self, vols, segs, base)
         hold = self._holding(segs, vols)
         limit = self._queue_limits(LoadReason.BALANCE)[vols]
         active = self.active[vols]
@@ -838,6 +846,8 @@ class _Run:
             if col < 0:
                 continue
             self._add_copy(matrix, row, s, col, int(vols[col]), LoadReason.BALANCE, cur)
+            if base is not None:
+                base.moved(s, int(vols[col]), cur)
             self.moving_away[c] = True
             self.c_projected[c] = False
             hold[segs == s, col] = True  # every sampled copy of it: one copy per volume
@@ -884,12 +894,16 @@ class _CandidateCosts:
     normalization): built from per-volume indexes over the projected copies, then kept up to
     date as the phase adds and removes copies, touching only the candidates near in time."""
 
-    def __init__(self, run: _Run, vols: I64, segments: I64) -> None:
+    def __init__(
+        self, run: _Run, vols: I64, segments: I64, base: _TierIndex | None = None
+    ) -> None:
         self.run, self.vols = run, vols
         self.col = {int(v): i for i, v in enumerate(vols)}
         self.seg = segments
         a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
-        self.cost = _grouped_costs(run, vols, segments)
+        if base is None:
+            base = _TierIndex(run, vols)
+        self.cost = base.costs(segments)
         # Start-sorted candidates for the window updates.
         self.order = np.argsort(a, kind="stable")
         self.sorted_a = a[self.order]
@@ -950,38 +964,61 @@ def _per_volume_costs(run: _Run, vols: I64, segments: I64) -> F64:
     return cost
 
 
-def _grouped_costs(run: _Run, vols: I64, segments: I64) -> F64:
-    """The candidate cost matrix ``cost[i, col]``: the cost of ``segments[i]`` on volume
+class _TierIndex:
+    """The cost matrix ``costs(segments)[i, col]``: the cost of ``segments[i]`` on volume
     ``vols[col]`` — the joint cost with every projected copy there, doubled within a
     datasource — from one :class:`GroupedCostIndex` over the tier's copies grouped by volume
     and datasource (a volume's cost is the sum over its datasources' groups, plus the
-    candidate's own datasource's group once more)."""
-    seg = run.snap.segments
-    p_seg, p_vol = run._projected_copies()
-    col_of = np.full(run.nv, -1, dtype=np.int64)
-    col_of[vols] = np.arange(len(vols))
-    p_col = col_of[p_vol]
-    keep = p_col >= 0
-    p_seg, p_col = p_seg[keep], p_col[keep]
-    n_ds = max(len(seg.datasources), int(run.ds.max()) + 1 if run.n else 1)
-    max_len = float((run.b[p_seg] - run.a[p_seg]).max()) if len(p_seg) else 0.0
-    if max_len > GroupedCostIndex.MAX_LEN_UNITS:
-        return _per_volume_costs(run, vols, segments)
-    index = GroupedCostIndex(
-        p_col * n_ds + run.ds[p_seg],
-        len(vols) * n_ds,
-        seg.start_ms[p_seg],
-        seg.end_ms[p_seg],
-        run.origin_ms,
-    )
-    n_c, n_v = len(segments), len(vols)
-    groups = np.arange(n_v * n_ds, dtype=np.int64)
-    q_seg = np.repeat(segments, len(groups))
-    q_group = np.tile(groups, n_c)
-    per_group = index.query(q_group, seg.start_ms[q_seg], seg.end_ms[q_seg]).reshape(n_c, n_v, n_ds)
-    cost = per_group.sum(axis=2)
-    cost += per_group[np.arange(n_c), :, run.ds[segments]]
-    return np.asarray(cost, dtype=np.float64)
+    candidate's own datasource's group once more). Moves made after it was built
+    (:meth:`moved`) are added to the costs pair by pair."""
+
+    def __init__(self, run: _Run, vols: I64) -> None:
+        self.run, self.vols = run, vols
+        seg = run.snap.segments
+        p_seg, p_vol = run._projected_copies()
+        self.col_of = np.full(run.nv, -1, dtype=np.int64)
+        self.col_of[vols] = np.arange(len(vols))
+        p_col = self.col_of[p_vol]
+        keep = p_col >= 0
+        p_seg, p_col = p_seg[keep], p_col[keep]
+        self.n_ds = max(len(seg.datasources), int(run.ds.max()) + 1 if run.n else 1)
+        max_len = float((run.b[p_seg] - run.a[p_seg]).max()) if len(p_seg) else 0.0
+        self.index: GroupedCostIndex | None = None
+        if max_len <= GroupedCostIndex.MAX_LEN_UNITS:
+            self.index = GroupedCostIndex(
+                p_col * self.n_ds + run.ds[p_seg],
+                len(vols) * self.n_ds,
+                seg.start_ms[p_seg],
+                seg.end_ms[p_seg],
+                run.origin_ms,
+            )
+        # (segment, volume, +1 joins / -1 leaves) since the index was built.
+        self.changes: list[tuple[int, int, float]] = []
+
+    def moved(self, segment: int, to_volume: int, from_volume: int) -> None:
+        self.changes += [(segment, to_volume, 1.0), (segment, from_volume, -1.0)]
+
+    def costs(self, segments: I64) -> F64:
+        run, vols = self.run, self.vols
+        if self.index is None:
+            # Intervals too long for the grouped index: per-volume indexes, from scratch.
+            return _per_volume_costs(run, vols, segments)
+        seg = run.snap.segments
+        n_c, n_v, n_ds = len(segments), len(vols), self.n_ds
+        groups = np.arange(n_v * n_ds, dtype=np.int64)
+        q_seg = np.repeat(segments, len(groups))
+        q_group = np.tile(groups, n_c)
+        per_group = self.index.query(q_group, seg.start_ms[q_seg], seg.end_ms[q_seg])
+        per_group = per_group.reshape(n_c, n_v, n_ds)
+        cost = per_group.sum(axis=2)
+        cost += per_group[np.arange(n_c), :, run.ds[segments]]
+        a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
+        for s, v, sign in self.changes:
+            col = int(self.col_of[v])
+            if col >= 0:
+                joint = joint_cost_to(a, b, float(run.a[s]), float(run.b[s]))
+                cost[:, col] += sign * joint * (1.0 + (ds == run.ds[s]))
+        return np.asarray(cost, dtype=np.float64)
 
 
 def _newest_first(segments: I64, end_ms: I64) -> I64:
