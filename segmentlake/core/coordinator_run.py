@@ -982,16 +982,15 @@ class _TierIndex:
         keep = p_col >= 0
         p_seg, p_col = p_seg[keep], p_col[keep]
         self.n_ds = max(len(seg.datasources), int(run.ds.max()) + 1 if run.n else 1)
-        max_len = float((run.b[p_seg] - run.a[p_seg]).max()) if len(p_seg) else 0.0
-        self.index: GroupedCostIndex | None = None
-        if max_len <= GroupedCostIndex.MAX_LEN_UNITS:
-            self.index = GroupedCostIndex(
-                p_col * self.n_ds + run.ds[p_seg],
-                len(vols) * self.n_ds,
-                seg.start_ms[p_seg],
-                seg.end_ms[p_seg],
-                run.origin_ms,
-            )
+        self.index: GroupedCostIndex | None = GroupedCostIndex(
+            p_col * self.n_ds + run.ds[p_seg],
+            len(vols) * self.n_ds,
+            seg.start_ms[p_seg],
+            seg.end_ms[p_seg],
+            run.origin_ms,
+        )
+        if self.index.max_len_units > GroupedCostIndex.MAX_LEN_UNITS:
+            self.index = None
         # (segment, volume, +1 joins / -1 leaves) since the index was built.
         self.changes: list[tuple[int, int, float]] = []
 

@@ -51,6 +51,8 @@ UNIT_COST_TO_HOURS2 = 1.0 / LAMBDA_PER_HOUR**2
 # Prefix sums are kept per block of this many units with exponents <= 0; a block two or more
 # blocks away contributes less than e^-256 of a neighbour's cost and is left out.
 _BLOCK_UNITS = 256.0
+# Runs at least this long get a cumsum call each in :func:`_segmented_cumsum`.
+_LONG_RUN = 256
 
 
 def to_units(millis: ArrayLike, origin_ms: int) -> F64:
@@ -327,10 +329,12 @@ class GroupedCostIndex:
         glo, ghi = self.group_lo[qg], self.group_lo[qg + 1]
         base = qg * self.span
         # Copies starting at or before a - L (wholly before), and at or after b (after).
-        rel = np.clip(qa_ms - self.max_len_ms - self.t0, -1, self.span - 1)
-        n = np.clip(np.searchsorted(self.key, base + rel, side="right"), glo, ghi)
-        rel = np.clip(qb_ms - self.t0, 0, self.span - 1)
-        first = np.clip(np.searchsorted(self.key, base + rel, side="left"), glo, ghi)
+        rel = np.minimum(np.maximum(qa_ms - self.max_len_ms - self.t0, -1), self.span - 1)
+        n = np.minimum(np.maximum(np.searchsorted(self.key, base + rel, side="right"), glo), ghi)
+        rel = np.minimum(np.maximum(qb_ms - self.t0, 0), self.span - 1)
+        first = np.minimum(
+            np.maximum(np.searchsorted(self.key, base + rel, side="left"), glo), ghi
+        )
         before = np.zeros(len(qg), dtype=np.float64)
         block = np.floor(a / _BLOCK_UNITS)
         for offset in (0.0, 1.0):
@@ -357,7 +361,7 @@ class GroupedCostIndex:
     def _run_bounds(self, qg: NDArray[np.int64], b_id: F64) -> tuple[Any, Any, Any]:
         rel = b_id - self.b0
         valid = (rel >= 0) & (rel < self.nb)
-        run = qg * self.nb + np.clip(rel, 0, self.nb - 1).astype(np.int64)
+        run = qg * self.nb + np.minimum(np.maximum(rel, 0), self.nb - 1).astype(np.int64)
         k = np.searchsorted(self.run_ids, run, side="left")
         found = k < len(self.run_ids)
         found[found] = self.run_ids[k[found]] == run[found]
@@ -389,6 +393,11 @@ def _segmented_cumsum(run: NDArray[np.int64], values: F64) -> F64:
         return out
     starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
     lens = np.diff(np.r_[starts, n])
+    # Long runs one at a time (few), short ones padded together (many).
+    long = lens >= _LONG_RUN
+    for lo, length in zip(starts[long].tolist(), lens[long].tolist(), strict=True):
+        np.cumsum(values[lo : lo + length], out=out[lo : lo + length])
+    starts, lens = starts[~long], lens[~long]
     width_log = np.ceil(np.log2(lens)).astype(np.int64)
     for k in np.unique(width_log).tolist():
         sel = width_log == k
