@@ -894,9 +894,7 @@ class _CandidateCosts:
     normalization): built from per-volume indexes over the projected copies, then kept up to
     date as the phase adds and removes copies, touching only the candidates near in time."""
 
-    def __init__(
-        self, run: _Run, vols: I64, segments: I64, base: _TierIndex | None = None
-    ) -> None:
+    def __init__(self, run: _Run, vols: I64, segments: I64, base: _TierIndex | None = None) -> None:
         self.run, self.vols = run, vols
         self.col = {int(v): i for i, v in enumerate(vols)}
         self.seg = segments

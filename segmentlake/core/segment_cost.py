@@ -332,9 +332,7 @@ class GroupedCostIndex:
         rel = np.minimum(np.maximum(qa_ms - self.max_len_ms - self.t0, -1), self.span - 1)
         n = np.minimum(np.maximum(np.searchsorted(self.key, base + rel, side="right"), glo), ghi)
         rel = np.minimum(np.maximum(qb_ms - self.t0, 0), self.span - 1)
-        first = np.minimum(
-            np.maximum(np.searchsorted(self.key, base + rel, side="left"), glo), ghi
-        )
+        first = np.minimum(np.maximum(np.searchsorted(self.key, base + rel, side="left"), glo), ghi)
         before = np.zeros(len(qg), dtype=np.float64)
         block = np.floor(a / _BLOCK_UNITS)
         for offset in (0.0, 1.0):
