@@ -24,10 +24,11 @@ the live volumes, every copy with its state, the rules — and returns a
 A volume's placement cost for a segment is Druid's ``CostBalancerStrategy`` — the sum of the
 joint cost with every copy the volume holds or is loading, doubled within a datasource —
 normalized by the volume's usage after the load (``DiskNormalizedCostBalancerStrategy``), so
-a fuller volume costs more and disk use evens out (apache/druid#16335). Costs come from
-per-volume :class:`~segmentlake.core.segment_cost.IntervalCostIndex` es built once per phase
-and, within a phase, a candidate matrix updated incrementally around each decision: the
-naive per-pair cost is kept only as the test oracle.
+a fuller volume costs more and disk use evens out (apache/druid#16335). Costs come from one
+:class:`~segmentlake.core.segment_cost.GroupedCostIndex` per tier over its copies grouped by
+volume and datasource (built once per phase; the balancer's later batches add its earlier
+moves pair by pair) and, within a phase, a candidate matrix updated incrementally around
+each decision: the naive per-pair cost is kept only as the test oracle.
 
 Loads in flight (``LOADING`` copies, maybe of earlier runs) count as placed: a run never waits
 for the previous run's loads and moves, and never plans them twice.
