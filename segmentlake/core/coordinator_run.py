@@ -762,6 +762,9 @@ class _Run:
         )
         if self.n:
             movable &= ~self.broadcast[np.maximum(self.c_seg, 0)]
+        # The projected copies once for every tier: a tier's moves stay within the tier, so
+        # the copies of the tiers balanced later are as they were.
+        projected: tuple[I64, I32] | None = None
         for t in range(self.nt):
             vols = np.flatnonzero((self.vol_tier == t) & self.active)
             if len(vols) < 2:
@@ -770,7 +773,9 @@ class _Run:
             if not len(idx):
                 continue
             if smart:
-                moves, weighed = self._balance_smart(t, idx)
+                if projected is None:
+                    projected = self._projected_copies()
+                moves, weighed = self._balance_smart(t, idx, projected)
             else:
                 size = min(len(idx), max(_BALANCE_SAMPLE, 10 * cfg.max_segments_to_move))
                 sample = self.rng.choice(idx, size=size, replace=False)
@@ -778,7 +783,9 @@ class _Run:
             self.stats.balance_moves += moves
             self.stats.balance_iterations[self.tiers[t]] = weighed
 
-    def _balance_smart(self, tier: int, copy_idx: I64) -> tuple[int, int]:
+    def _balance_smart(
+        self, tier: int, copy_idx: I64, projected: tuple[I64, I32]
+    ) -> tuple[int, int]:
         """Weigh the tier's copies in a random order, one batch of costs at a time, until
         the stopping rule fires or every copy was weighed."""
         # Seeded without the run's time: a run that moved nothing leaves the copies as they
@@ -788,7 +795,7 @@ class _Run:
         stop = _StopRule()
         # One index over the tier's copies for every batch: a later batch's costs add the
         # moves of the earlier ones (exact joint costs) instead of re-indexing the tier.
-        base = _TierIndex(self, np.flatnonzero(self.vol_tier == tier))
+        base = _TierIndex(self, np.flatnonzero(self.vol_tier == tier), projected)
         moves = weighed = lo = 0
         size = _FIRST_BATCH
         while lo < len(order) and not stop.stopped:
@@ -971,10 +978,10 @@ class _TierIndex:
     candidate's own datasource's group once more). Moves made after it was built
     (:meth:`moved`) are added to the costs pair by pair."""
 
-    def __init__(self, run: _Run, vols: I64) -> None:
+    def __init__(self, run: _Run, vols: I64, projected: tuple[I64, I32] | None = None) -> None:
         self.run, self.vols = run, vols
         seg = run.snap.segments
-        p_seg, p_vol = run._projected_copies()
+        p_seg, p_vol = run._projected_copies() if projected is None else projected
         self.col_of = np.full(run.nv, -1, dtype=np.int64)
         self.col_of[vols] = np.arange(len(vols))
         p_col = self.col_of[p_vol]
