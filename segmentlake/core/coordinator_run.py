@@ -24,10 +24,11 @@ the live volumes, every copy with its state, the rules — and returns a
 A volume's placement cost for a segment is Druid's ``CostBalancerStrategy`` — the sum of the
 joint cost with every copy the volume holds or is loading, doubled within a datasource —
 normalized by the volume's usage after the load (``DiskNormalizedCostBalancerStrategy``), so
-a fuller volume costs more and disk use evens out (apache/druid#16335). Costs come from
-per-volume :class:`~segmentlake.core.segment_cost.IntervalCostIndex` es built once per phase
-and, within a phase, a candidate matrix updated incrementally around each decision: the
-naive per-pair cost is kept only as the test oracle.
+a fuller volume costs more and disk use evens out (apache/druid#16335). Costs come from one
+:class:`~segmentlake.core.segment_cost.GroupedCostIndex` per tier over its copies grouped by
+volume and datasource (built once per phase; the balancer's later batches add its earlier
+moves pair by pair) and, within a phase, a candidate matrix updated incrementally around
+each decision: the naive per-pair cost is kept only as the test oracle.
 
 Loads in flight (``LOADING`` copies, maybe of earlier runs) count as placed: a run never waits
 for the previous run's loads and moves, and never plans them twice.
@@ -46,6 +47,7 @@ from numpy.typing import NDArray
 
 from segmentlake.core.retention_rules import Rule, match_rules
 from segmentlake.core.segment_cost import (
+    GroupedCostIndex,
     IntervalCostIndex,
     joint_cost_to,
     joint_cost_units,
@@ -271,6 +273,7 @@ class _Run:
         self.active = np.array([not v.decommissioning for v in vols], dtype=bool)
         self.capacity = np.array([v.capacity_bytes for v in vols], dtype=np.float64)
         origin = int(seg.start_ms.min()) if self.n else 0
+        self.origin_ms = origin
         self.a = to_units(seg.start_ms, origin)
         self.b = to_units(seg.end_ms, origin)
         self.size = seg.size_bytes.astype(np.float64)
@@ -759,6 +762,9 @@ class _Run:
         )
         if self.n:
             movable &= ~self.broadcast[np.maximum(self.c_seg, 0)]
+        # The projected copies once for every tier: a tier's moves stay within the tier, so
+        # the copies of the tiers balanced later are as they were.
+        projected: tuple[I64, I32] | None = None
         for t in range(self.nt):
             vols = np.flatnonzero((self.vol_tier == t) & self.active)
             if len(vols) < 2:
@@ -767,7 +773,9 @@ class _Run:
             if not len(idx):
                 continue
             if smart:
-                moves, weighed = self._balance_smart(t, idx)
+                if projected is None:
+                    projected = self._projected_copies()
+                moves, weighed = self._balance_smart(t, idx, projected)
             else:
                 size = min(len(idx), max(_BALANCE_SAMPLE, 10 * cfg.max_segments_to_move))
                 sample = self.rng.choice(idx, size=size, replace=False)
@@ -775,7 +783,9 @@ class _Run:
             self.stats.balance_moves += moves
             self.stats.balance_iterations[self.tiers[t]] = weighed
 
-    def _balance_smart(self, tier: int, copy_idx: I64) -> tuple[int, int]:
+    def _balance_smart(
+        self, tier: int, copy_idx: I64, projected: tuple[I64, I32]
+    ) -> tuple[int, int]:
         """Weigh the tier's copies in a random order, one batch of costs at a time, until
         the stopping rule fires or every copy was weighed."""
         # Seeded without the run's time: a run that moved nothing leaves the copies as they
@@ -783,6 +793,9 @@ class _Run:
         # converged cluster stays still instead of finding a stray move now and then).
         order = np.random.default_rng([self.config.seed, tier]).permutation(copy_idx)
         stop = _StopRule()
+        # One index over the tier's copies for every batch: a later batch's costs add the
+        # moves of the earlier ones (exact joint costs) instead of re-indexing the tier.
+        base = _TierIndex(self, np.flatnonzero(self.vol_tier == tier), projected)
         moves = weighed = lo = 0
         size = _FIRST_BATCH
         while lo < len(order) and not stop.stopped:
@@ -791,12 +804,17 @@ class _Run:
             lo += size
             size = min(size * _BATCH_GROWTH, _BALANCE_SAMPLE)
             batch = batch[~self.moving_away[batch]]
-            m, w = self._balance_tier(tier, batch, stop, None)
+            m, w = self._balance_tier(tier, batch, stop, None, base)
             moves, weighed = moves + m, weighed + w
         return moves, weighed
 
     def _balance_tier(
-        self, tier: int, copy_idx: I64, stop: _StopRule | None, max_moves: int | None
+        self,
+        tier: int,
+        copy_idx: I64,
+        stop: _StopRule | None,
+        max_moves: int | None,
+        base: _TierIndex | None = None,
     ) -> tuple[int, int]:
         """Weigh ``copy_idx`` in order and move those a volume of the tier takes at a lower
         cost; stop at ``max_moves`` moves or when ``stop`` says so. Returns (moves, copies
@@ -805,7 +823,7 @@ class _Run:
             return 0, 0
         vols = np.flatnonzero(self.vol_tier == tier)
         segs = self.c_seg[copy_idx]
-        matrix = _CandidateCosts(self, vols, segs)
+        matrix = _CandidateCosts(self, vols, segs, base)
         hold = self._holding(segs, vols)
         limit = self._queue_limits(LoadReason.BALANCE)[vols]
         active = self.active[vols]
@@ -836,6 +854,8 @@ class _Run:
             if col < 0:
                 continue
             self._add_copy(matrix, row, s, col, int(vols[col]), LoadReason.BALANCE, cur)
+            if base is not None:
+                base.moved(s, int(vols[col]), cur)
             self.moving_away[c] = True
             self.c_projected[c] = False
             hold[segs == s, col] = True  # every sampled copy of it: one copy per volume
@@ -882,35 +902,14 @@ class _CandidateCosts:
     normalization): built from per-volume indexes over the projected copies, then kept up to
     date as the phase adds and removes copies, touching only the candidates near in time."""
 
-    def __init__(self, run: _Run, vols: I64, segments: I64) -> None:
+    def __init__(self, run: _Run, vols: I64, segments: I64, base: _TierIndex | None = None) -> None:
         self.run, self.vols = run, vols
         self.col = {int(v): i for i, v in enumerate(vols)}
         self.seg = segments
         a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
-        self.cost = np.zeros((len(segments), len(vols)), dtype=np.float64)
-        p_seg, p_vol = run._projected_copies()
-        in_tier = np.isin(p_vol, vols)
-        p_seg, p_vol = p_seg[in_tier], p_vol[in_tier]
-        order = np.lexsort((run.ds[p_seg], p_vol))
-        p_seg, p_vol = p_seg[order], p_vol[order]
-        p_ds = run.ds[p_seg]
-        cand_ds = np.unique(ds)
-        by_ds = {int(d): np.flatnonzero(ds == d) for d in cand_ds}
-        for col, v in enumerate(vols):
-            lo, hi = np.searchsorted(p_vol, [v, v + 1])
-            if lo == hi:
-                continue
-            held = p_seg[lo:hi]
-            index = IntervalCostIndex(run.a[held], run.b[held])
-            self.cost[:, col] = index.query(a, b)
-            held_ds = p_ds[lo:hi]
-            for d, rows in by_ds.items():
-                d_lo, d_hi = np.searchsorted(held_ds, [d, d + 1])
-                if d_lo < d_hi:
-                    same = held[d_lo:d_hi]
-                    self.cost[rows, col] += IntervalCostIndex(run.a[same], run.b[same]).query(
-                        a[rows], b[rows]
-                    )
+        if base is None:
+            base = _TierIndex(run, vols)
+        self.cost = base.costs(segments)
         # Start-sorted candidates for the window updates.
         self.order = np.argsort(a, kind="stable")
         self.sorted_a = a[self.order]
@@ -937,6 +936,94 @@ class _CandidateCosts:
         joint = joint_cost_to(self.a[rows], self.b[rows], float(ya), float(yb))
         joint *= 1.0 + (self.ds[rows] == run.ds[segment])
         self.cost[rows, col] += sign * joint
+
+
+def _per_volume_costs(run: _Run, vols: I64, segments: I64) -> F64:
+    """The candidate cost matrix from one :class:`IntervalCostIndex` per volume and one per
+    volume and datasource: the reference :func:`_grouped_costs` is tested against, and the
+    fallback for intervals too long for :class:`GroupedCostIndex`."""
+    a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
+    cost = np.zeros((len(segments), len(vols)), dtype=np.float64)
+    p_seg, p_vol = run._projected_copies()
+    in_tier = np.isin(p_vol, vols)
+    p_seg, p_vol = p_seg[in_tier], p_vol[in_tier]
+    order = np.lexsort((run.ds[p_seg], p_vol))
+    p_seg, p_vol = p_seg[order], p_vol[order]
+    p_ds = run.ds[p_seg]
+    cand_ds = np.unique(ds)
+    by_ds = {int(d): np.flatnonzero(ds == d) for d in cand_ds}
+    for col, v in enumerate(vols):
+        lo, hi = np.searchsorted(p_vol, [v, v + 1])
+        if lo == hi:
+            continue
+        held = p_seg[lo:hi]
+        index = IntervalCostIndex(run.a[held], run.b[held])
+        cost[:, col] = index.query(a, b)
+        held_ds = p_ds[lo:hi]
+        for d, rows in by_ds.items():
+            d_lo, d_hi = np.searchsorted(held_ds, [d, d + 1])
+            if d_lo < d_hi:
+                same = held[d_lo:d_hi]
+                cost[rows, col] += IntervalCostIndex(run.a[same], run.b[same]).query(
+                    a[rows], b[rows]
+                )
+    return cost
+
+
+class _TierIndex:
+    """The cost matrix ``costs(segments)[i, col]``: the cost of ``segments[i]`` on volume
+    ``vols[col]`` — the joint cost with every projected copy there, doubled within a
+    datasource — from one :class:`GroupedCostIndex` over the tier's copies grouped by volume
+    and datasource (a volume's cost is the sum over its datasources' groups, plus the
+    candidate's own datasource's group once more). Moves made after it was built
+    (:meth:`moved`) are added to the costs pair by pair."""
+
+    def __init__(self, run: _Run, vols: I64, projected: tuple[I64, I32] | None = None) -> None:
+        self.run, self.vols = run, vols
+        seg = run.snap.segments
+        p_seg, p_vol = run._projected_copies() if projected is None else projected
+        self.col_of = np.full(run.nv, -1, dtype=np.int64)
+        self.col_of[vols] = np.arange(len(vols))
+        p_col = self.col_of[p_vol]
+        keep = p_col >= 0
+        p_seg, p_col = p_seg[keep], p_col[keep]
+        self.n_ds = max(len(seg.datasources), int(run.ds.max()) + 1 if run.n else 1)
+        self.index: GroupedCostIndex | None = GroupedCostIndex(
+            p_col * self.n_ds + run.ds[p_seg],
+            len(vols) * self.n_ds,
+            seg.start_ms[p_seg],
+            seg.end_ms[p_seg],
+            run.origin_ms,
+        )
+        if self.index.max_len_units > GroupedCostIndex.MAX_LEN_UNITS:
+            self.index = None
+        # (segment, volume, +1 joins / -1 leaves) since the index was built.
+        self.changes: list[tuple[int, int, float]] = []
+
+    def moved(self, segment: int, to_volume: int, from_volume: int) -> None:
+        self.changes += [(segment, to_volume, 1.0), (segment, from_volume, -1.0)]
+
+    def costs(self, segments: I64) -> F64:
+        run, vols = self.run, self.vols
+        if self.index is None:
+            # Intervals too long for the grouped index: per-volume indexes, from scratch.
+            return _per_volume_costs(run, vols, segments)
+        seg = run.snap.segments
+        n_c, n_v, n_ds = len(segments), len(vols), self.n_ds
+        groups = np.arange(n_v * n_ds, dtype=np.int64)
+        q_seg = np.repeat(segments, len(groups))
+        q_group = np.tile(groups, n_c)
+        per_group = self.index.query(q_group, seg.start_ms[q_seg], seg.end_ms[q_seg])
+        per_group = per_group.reshape(n_c, n_v, n_ds)
+        cost = per_group.sum(axis=2)
+        cost += per_group[np.arange(n_c), :, run.ds[segments]]
+        a, b, ds = run.a[segments], run.b[segments], run.ds[segments]
+        for s, v, sign in self.changes:
+            col = int(self.col_of[v])
+            if col >= 0:
+                joint = joint_cost_to(a, b, float(run.a[s]), float(run.b[s]))
+                cost[:, col] += sign * joint * (1.0 + (ds == run.ds[s]))
+        return np.asarray(cost, dtype=np.float64)
 
 
 def _newest_first(segments: I64, end_ms: I64) -> I64:

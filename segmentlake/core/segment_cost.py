@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,6 +32,7 @@ __all__ = [
     "LAMBDA_PER_HOUR",
     "MILLIS_PER_UNIT",
     "UNIT_COST_TO_HOURS2",
+    "GroupedCostIndex",
     "IntervalCostIndex",
     "joint_cost_to",
     "joint_cost_units",
@@ -49,6 +51,8 @@ UNIT_COST_TO_HOURS2 = 1.0 / LAMBDA_PER_HOUR**2
 # Prefix sums are kept per block of this many units with exponents <= 0; a block two or more
 # blocks away contributes less than e^-256 of a neighbour's cost and is left out.
 _BLOCK_UNITS = 256.0
+# Runs at least this long get a cumsum call each in :func:`_segmented_cumsum`.
+_LONG_RUN = 256
 
 
 def to_units(millis: ArrayLike, origin_ms: int) -> F64:
@@ -240,6 +244,167 @@ class IntervalCostIndex:
         overlap = (d > qa) & (c < qb)
         cost = joint_cost_units(qa[overlap], qb[overlap], c[overlap], d[overlap])
         return np.bincount(query[overlap], cost, minlength=len(a)).astype(np.float64)
+
+
+class GroupedCostIndex:
+    """Many :class:`IntervalCostIndex` es at once — one per group of a set of intervals (the
+    coordinator's groups: volume and datasource) — from one sort by (group, start):
+    ``query(g, a, b)[i] = Σ_{Y in group g[i]} J([a_i, b_i), Y)``.
+
+    Intervals come as epoch milliseconds (exact integer ordering), costs in 1/λ units since
+    ``origin_ms`` (:func:`to_units`). With ``L`` the longest interval, a copy starting at or
+    before ``a - L`` ends at or before ``a``: copies are wholly before (start ≤ a - L: prefix
+    sums over the start order), wholly after (start ≥ b: suffix sums), or in the short window
+    between, summed pairwise — so no second sort by end. Prefix sums restart per (group,
+    block of starts), as in :class:`IntervalCostIndex`; blocks two or more before the query's
+    are left out, which needs ``L`` well under a block (:attr:`MAX_LEN_UNITS`)."""
+
+    MAX_LEN_UNITS = 64.0
+
+    def __init__(
+        self,
+        groups: ArrayLike,
+        n_groups: int,
+        start_ms: ArrayLike,
+        end_ms: ArrayLike,
+        origin_ms: int,
+    ) -> None:
+        g = np.asarray(groups, dtype=np.int64)
+        s_ms = np.asarray(start_ms, dtype=np.int64)
+        e_ms = np.asarray(end_ms, dtype=np.int64)
+        if not (g.shape == s_ms.shape == e_ms.shape) or g.ndim != 1:
+            raise ValueError("groups, starts and ends must be 1-D arrays of one length")
+        self.origin_ms, self.n_groups = int(origin_ms), int(n_groups)
+        self.t0 = int(s_ms.min()) if len(s_ms) else 0
+        self.span = (int(s_ms.max()) - self.t0 + 2) if len(s_ms) else 2
+        self.max_len_ms = int((e_ms - s_ms).max()) if len(s_ms) else 0
+        key = g * self.span + (s_ms - self.t0)
+        # Sorted by (group, start) in two stable passes: by start (copies usually come in
+        # about segment order, which timsort takes in near-linear time), then by group (a
+        # radix sort for small integers) — the order of one stable sort by ``key``.
+        order = np.argsort(s_ms, kind="stable")
+        by_group = g[order]
+        if self.n_groups <= np.iinfo(np.int16).max:
+            by_group = by_group.astype(np.int16)
+        order = order[np.argsort(by_group, kind="stable")]
+        self.key = key[order]
+        self.group_lo = np.searchsorted(
+            self.key, np.arange(self.n_groups + 1, dtype=np.int64) * self.span
+        )
+        c = to_units(s_ms[order], self.origin_ms)
+        d = to_units(e_ms[order], self.origin_ms)
+        self.c, self.d = c, d
+        blk = np.floor(c / _BLOCK_UNITS)
+        self.b0 = float(blk.min()) if len(c) else 0.0
+        self.nb = int(blk.max() - self.b0) + 1 if len(c) else 1
+        self.run = g[order] * self.nb + (blk - self.b0).astype(np.int64)
+        ref = (blk + 1) * _BLOCK_UNITS
+        # Each run's first position, for the block look-ups (a short array to search).
+        if len(c):
+            firsts = np.flatnonzero(np.r_[True, self.run[1:] != self.run[:-1]])
+        else:
+            firsts = np.zeros(0, dtype=np.int64)
+        self.run_ids = self.run[firsts]
+        self.run_bounds = np.r_[firsts, len(c)]
+        self.prefix = _segmented_cumsum(self.run, np.exp(d - ref) - np.exp(c - ref))
+        ref = blk * _BLOCK_UNITS
+        values = np.exp(ref - c) - np.exp(ref - d)
+        self.suffix = _segmented_cumsum(self.run[::-1], values[::-1])[::-1]
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    @property
+    def max_len_units(self) -> float:
+        return self.max_len_ms / MILLIS_PER_UNIT
+
+    def query(self, groups: ArrayLike, a_ms: ArrayLike, b_ms: ArrayLike) -> F64:
+        qg = np.asarray(groups, dtype=np.int64)
+        qa_ms = np.asarray(a_ms, dtype=np.int64)
+        qb_ms = np.asarray(b_ms, dtype=np.int64)
+        if not len(self) or not len(qg):
+            return np.zeros(len(qg), dtype=np.float64)
+        a = to_units(qa_ms, self.origin_ms)
+        b = to_units(qb_ms, self.origin_ms)
+        glo, ghi = self.group_lo[qg], self.group_lo[qg + 1]
+        base = qg * self.span
+        # Copies starting at or before a - L (wholly before), and at or after b (after).
+        rel = np.minimum(np.maximum(qa_ms - self.max_len_ms - self.t0, -1), self.span - 1)
+        n = np.minimum(np.maximum(np.searchsorted(self.key, base + rel, side="right"), glo), ghi)
+        rel = np.minimum(np.maximum(qb_ms - self.t0, 0), self.span - 1)
+        first = np.minimum(np.maximum(np.searchsorted(self.key, base + rel, side="left"), glo), ghi)
+        before = np.zeros(len(qg), dtype=np.float64)
+        block = np.floor(a / _BLOCK_UNITS)
+        for offset in (0.0, 1.0):
+            b_id = block - offset
+            lo, hi, valid = self._run_bounds(qg, b_id)
+            hi = np.minimum(hi, n)
+            has = valid & (hi > lo)
+            sums = np.where(has, self.prefix[np.maximum(hi - 1, 0)], 0.0)
+            scale = np.exp(np.minimum((b_id + 1) * _BLOCK_UNITS - a, 700.0))
+            before += np.where(has, sums * scale, 0.0)
+        after = np.zeros(len(qg), dtype=np.float64)
+        block = np.floor(b / _BLOCK_UNITS)
+        for offset in (0.0, 1.0):
+            b_id = block + offset
+            lo, hi, valid = self._run_bounds(qg, b_id)
+            lo = np.maximum(lo, first)
+            has = valid & (hi > lo)
+            sums = np.where(has, self.suffix[np.minimum(lo, len(self) - 1)], 0.0)
+            scale = np.exp(np.minimum(b - b_id * _BLOCK_UNITS, 700.0))
+            after += np.where(has, sums * scale, 0.0)
+        width = -np.expm1(a - b)
+        return np.asarray(width * (before + after) + self._window(a, b, n, first), dtype=np.float64)
+
+    def _run_bounds(self, qg: NDArray[np.int64], b_id: F64) -> tuple[Any, Any, Any]:
+        rel = b_id - self.b0
+        valid = (rel >= 0) & (rel < self.nb)
+        run = qg * self.nb + np.minimum(np.maximum(rel, 0), self.nb - 1).astype(np.int64)
+        k = np.searchsorted(self.run_ids, run, side="left")
+        found = k < len(self.run_ids)
+        found[found] = self.run_ids[k[found]] == run[found]
+        valid &= found
+        lo = self.run_bounds[k]
+        hi = self.run_bounds[np.minimum(k + 1, len(self.run_ids))]
+        return lo, hi, valid
+
+    def _window(self, a: F64, b: F64, lo: Any, hi: Any) -> F64:
+        """Exact pairwise sums over the copies starting in (a - L, b) of each query."""
+        counts = np.maximum(hi - lo, 0)
+        total = int(counts.sum())
+        if not total:
+            return np.zeros(len(a), dtype=np.float64)
+        query = np.repeat(np.arange(len(a)), counts)
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        other = np.repeat(lo, counts) + offsets
+        cost = joint_cost_units(a[query], b[query], self.c[other], self.d[other])
+        return np.bincount(query, cost, minlength=len(a)).astype(np.float64)
+
+
+def _segmented_cumsum(run: NDArray[np.int64], values: F64) -> F64:
+    """Running sums of ``values`` restarting where ``run`` changes (equal runs adjacent),
+    each run summed in order as ``np.cumsum`` would: runs of similar length are padded into
+    one 2-D array per power of two and summed along rows."""
+    n = len(values)
+    out = np.empty(n, dtype=np.float64)
+    if not n:
+        return out
+    starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    lens = np.diff(np.r_[starts, n])
+    # Long runs one at a time (few), short ones padded together (many).
+    long = lens >= _LONG_RUN
+    for lo, length in zip(starts[long].tolist(), lens[long].tolist(), strict=True):
+        np.cumsum(values[lo : lo + length], out=out[lo : lo + length])
+    starts, lens = starts[~long], lens[~long]
+    width_log = np.ceil(np.log2(lens)).astype(np.int64)
+    for k in np.unique(width_log).tolist():
+        sel = width_log == k
+        cols = np.arange(1 << k)
+        idx = starts[sel, None] + cols[None, :]
+        mask = cols[None, :] < lens[sel, None]
+        padded = np.where(mask, values[np.minimum(idx, n - 1)], 0.0)
+        out[idx[mask]] = np.cumsum(padded, axis=1)[mask]
+    return out
 
 
 def _block_prefix(block: F64, values: F64) -> F64:
