@@ -189,13 +189,21 @@ class RatioPlanner:
         chosen = []
         start = 0
         while start < len(run):
-            window = _windows(run[start:], self.max_segments_per_job)[0]
-            if self._worth(window):
+            window = self._longest_worth(_windows(run[start:], self.max_segments_per_job)[0])
+            if window:
                 chosen.append(window)
                 start += len(window)
             else:
                 start += 1
         return chosen
+
+    def _longest_worth(self, window: list[Group]) -> list[Group]:
+        """The longest prefix of ``window`` worth compacting (empty if none): small segments
+        just before a large one are merged without it."""
+        for end in range(len(window), 0, -1):
+            if self._worth(window[:end]):
+                return window[:end]
+        return []
 
     def _worth(self, window: list[Group]) -> bool:
         sizes = [s.size for g in window for s in g]
