@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from segmentlake.compact.control import ManagerSnapshot, publish_manager_snapshot
+from segmentlake.compact.control import ManagerSnapshot, publish_manager_snapshot, read_config
 from segmentlake.compact.duties import DutyReport, decide_duties
+from segmentlake.compact.major import MajorCompaction, compact_major
 from segmentlake.compact.manager_state import (
     MANAGER_READS,
     ManagerState,
@@ -35,7 +36,14 @@ from segmentlake.core.compaction_jobs import (
     CompactionKind,
     job_priority,
 )
-from segmentlake.core.compaction_planning import PlannedJob, consecutive_groups, selection_jobs
+from segmentlake.core.compaction_planning import (
+    PlannedJob,
+    consecutive_groups,
+    major_span,
+    needs_major,
+    selection_jobs,
+    whole_groups,
+)
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
@@ -190,9 +198,10 @@ class CompactionManager:
 
     def _plan(self, datasource: str, ms: ManagerState, report: PassReport) -> None:
         seen = set()
+        majors: set[tuple[int, int]] = set()  # spans given a major job this pass
         for chunk_id, view in ms.views.items():
             report.chunks += 1
-            jobs = self._jobs(datasource, view, ms, report)
+            jobs = self._jobs(datasource, view, ms, report, majors)
             key = (datasource, chunk_id)
             seen.add(key)
             ids = tuple(j.job_id for j in jobs)
@@ -210,8 +219,16 @@ class CompactionManager:
                     queue.replace_chunk(_queue_chunk(datasource, key[1]), [])
 
     def _jobs(
-        self, datasource: str, view: ChunkView, ms: ManagerState, report: PassReport
+        self,
+        datasource: str,
+        view: ChunkView,
+        ms: ManagerState,
+        report: PassReport,
+        majors: set[tuple[int, int]],
     ) -> list[CompactionJob]:
+        major = _major_job(datasource, view, ms, majors)
+        if major is not None:
+            return [major]  # it rewrites every segment: no minor job in the chunk meanwhile
         planned: list[tuple[CompactionKind, str | None, PlannedJob]] = []
         selection = view.selection
         if selection is not None:
@@ -275,6 +292,8 @@ class CompactionManager:
     ) -> JobOutcome:
         """Reserve ``job``, compact, commit; refused when someone else got there first.
         ``on_started`` runs once the job is reserved (its locks held and renewed)."""
+        if job.major:
+            return self._run_major(job, compactor=compactor)
         task_id = new_task_id(f"compact_{job.kind.value}", job.datasource)
         reservation = Reservation(
             job.datasource, job, compactor, task_id, self.target.lockbox.lease_ms, on_started
@@ -297,6 +316,38 @@ class CompactionManager:
             logger.warning("%s: job %s failed", compactor, job.job_id, exc_info=True)
             reservation.abandon(self.store)
             return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
+        self.commit_retries += sum(report.retries.values())
+        return self._count(JobOutcome(job, "committed", report))
+
+    def _run_major(self, job: CompactionJob, *, compactor: str) -> JobOutcome:
+        """A major compaction of the job's chunk to the datasource's target. No reservation:
+        its REPLACE locks refuse minor compactions of the chunk and other majors (no wait),
+        and it re-plans after reading the segments, so a chunk already re-chunked is skipped.
+        A crashed one leaves only locks whose lease runs out."""
+        config = read_config(self.store, job.datasource)
+        options = MajorCompaction(
+            segment_granularity=config.segment_granularity,
+            partitions_spec=config.major_partitions(),
+        )
+        span = major_span(job.chunk, config.segment_granularity)
+        try:
+            report = compact_major(
+                self.target,
+                job.datasource,
+                span,
+                options,
+                task_id=new_task_id("compact_major", job.datasource),
+                priority=_LOCK_PRIORITY,
+                lock_timeout_s=0.0,
+            )
+        except (LockRefused, SpecError) as e:
+            logger.info("%s: major job %s refused: %s", compactor, job.job_id, first_line(e))
+            return self._count(JobOutcome(job, "refused", error=first_line(e)))
+        except Exception as e:
+            logger.warning("%s: major job %s failed", compactor, job.job_id, exc_info=True)
+            return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
+        if report.status != "SUCCESS":
+            return self._count(JobOutcome(job, "refused", report, error=report.status))
         self.commit_retries += sum(report.retries.values())
         return self._count(JobOutcome(job, "committed", report))
 
@@ -388,6 +439,35 @@ def _add(total: DutyReport, more: DutyReport) -> None:
         "selector_skips",
     ):
         setattr(total, name, getattr(total, name) + getattr(more, name))
+
+
+def _major_job(
+    datasource: str, view: ChunkView, ms: ManagerState, majors: set[tuple[int, int]]
+) -> CompactionJob | None:
+    """The chunk's major job when it differs from the datasource's target chunking: only in
+    a chunk no selection or running compaction holds, one per target span and pass."""
+    config = ms.config
+    if not config.major_target or view.selection is not None or view.running:
+        return None
+    wanted = config.major_partitions().to_json()
+    granularity = config.segment_granularity
+    if not needs_major(view, segment_granularity=granularity, partitions_spec=wanted):
+        return None
+    span = major_span(view.chunk, granularity).key
+    ids = whole_groups(view.visible, [str(s.id) for s in view.visible if not s.is_tombstone])
+    if span in majors or not ids:
+        return None
+    majors.add(span)
+    return CompactionJob(
+        view.chunk,
+        CompactionKind.SYSTEM,
+        ids,
+        job_priority(CompactionKind.SYSTEM, len(view.visible)),
+        DEFAULT_GROUP,
+        max_rows_per_segment=config.max_rows_per_segment,
+        datasource=datasource,
+        major=True,
+    )
 
 
 def _queue_chunk(datasource: str, chunk_id: str) -> str:
