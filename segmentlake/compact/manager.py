@@ -28,7 +28,7 @@ from segmentlake.compact.manager_state import (
     read_manager_state,
 )
 from segmentlake.compact.minor import compact_minor
-from segmentlake.compact.reservation import Reservation
+from segmentlake.compact.reservation import BatchReservation, Reservation
 from segmentlake.core.compaction_jobs import (
     DEFAULT_GROUP,
     ChunkView,
@@ -51,9 +51,21 @@ from segmentlake.ingest.task import IngestTarget, new_task_id
 from segmentlake.metadata.store import PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
-__all__ = ["CompactionManager", "JobOutcome", "PassReport"]
+__all__ = [
+    "DEFAULT_BATCH_JOBS",
+    "DEFAULT_BATCH_SEGMENTS",
+    "CompactionManager",
+    "JobOutcome",
+    "PassReport",
+]
 
 logger = logging.getLogger(__name__)
+
+# A compactor batches up to this many minor jobs of one datasource (one per chunk) into one
+# Spark job and one publish: a small job's fixed cost (Spark job, four commits) dominates it.
+DEFAULT_BATCH_JOBS = 16
+# ... and up to this many input segments in all (bounds one batch's Spark job).
+DEFAULT_BATCH_SEGMENTS = 512
 
 # Manager lock priority: ingestion's default (0), never above it — a higher priority would
 # revoke a user's overwrite lock. One value for every kind: selections, not lock priorities,
@@ -110,7 +122,15 @@ class CompactionManager:
         report_status: bool = True,
         status_lease_s: float = 120.0,
         on_outcome: Callable[[JobOutcome], None] | None = None,
+        batch_jobs: int = DEFAULT_BATCH_JOBS,
+        batch_segments: int = DEFAULT_BATCH_SEGMENTS,
     ) -> None:
+        if batch_jobs < 1 or batch_segments < 1:
+            raise SpecError(
+                f"batch_jobs and batch_segments must be >= 1, got {batch_jobs}, {batch_segments}"
+            )
+        self.batch_jobs = batch_jobs
+        self.batch_segments = batch_segments
         self.target = target
         self.store = target.lockbox.store
         self.datasources = None if datasources is None else list(datasources)
@@ -121,10 +141,11 @@ class CompactionManager:
         self.queues: dict[str, JobQueue] = {}
         self._planned: dict[tuple[str, str], tuple[str, ...]] = {}
         self._view_caches: dict[str, ViewCache] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # take_batch runs inside the compactor loop's section
         self._wake = threading.Event()
         self.outcomes: dict[str, int] = {"committed": 0, "refused": 0, "failed": 0}
         self.commit_retries = 0
+        self.retries_by_operation: dict[str, int] = {}
         self.last_pass: PassReport | None = None
         self.report_status = report_status
         self.on_outcome = on_outcome
@@ -283,6 +304,69 @@ class CompactionManager:
         with self._lock:
             return self.queue(group).poll()
 
+    def take_batch(self, group: str = DEFAULT_GROUP) -> list[CompactionJob]:
+        """The best queued job of ``group`` and, for a minor one, the next best minor jobs of
+        its datasource and target that fit the batch (one per chunk), removed from the queue."""
+        with self._lock:
+            queue = self.queue(group)
+            first = queue.poll()
+            if first is None:
+                return []
+            batch = [first]
+            if first.major or self.batch_jobs == 1:
+                return batch
+            chunks = {first.chunk}
+            segments = len(first.segments)
+            for job in queue.jobs():
+                if len(batch) >= self.batch_jobs:
+                    break
+                if not _batches_with(first, job) or job.chunk in chunks:
+                    continue
+                if segments + len(job.segments) > self.batch_segments:
+                    continue
+                queue.delete(job.job_id)
+                batch.append(job)
+                chunks.add(job.chunk)
+                segments += len(job.segments)
+            return batch
+
+    def run_batch(self, jobs: Sequence[CompactionJob], *, compactor: str) -> list[JobOutcome]:
+        """Run ``jobs`` (from :meth:`take_batch`) as ONE minor compaction: one reservation
+        commit, one Spark write, one publish. If the batch is refused (a job's chunk changed
+        or another compactor reserved one), its jobs run one by one: the others still land."""
+        if len(jobs) == 1:
+            return [self.run_job(jobs[0], compactor=compactor)]
+        first = jobs[0]
+        task_id = new_task_id("compact_batch", first.datasource)
+        lease_ms = self.target.lockbox.lease_ms
+        hooks = BatchReservation(
+            tuple(Reservation(j.datasource, j, compactor, task_id, lease_ms) for j in jobs)
+        )
+        try:
+            report = compact_minor(
+                self.target,
+                first.datasource,
+                None,
+                max_rows_per_segment=first.max_rows_per_segment,
+                task_id=task_id,
+                priority=_LOCK_PRIORITY,
+                segments=[s for j in jobs for s in j.segments],
+                hooks=hooks,
+            )
+        except (LockRefused, SpecError) as e:
+            logger.info(
+                "%s: batch of %d refused (%s); one by one", compactor, len(jobs), first_line(e)
+            )
+            return [self.run_job(j, compactor=compactor) for j in jobs]
+        except Exception as e:
+            logger.warning("%s: batch of %d jobs failed", compactor, len(jobs), exc_info=True)
+            hooks.abandon(self.store)
+            error = f"{type(e).__name__}: {e}"
+            return [self._count(JobOutcome(j, "failed", error=error)) for j in jobs]
+        self._retried(report)
+        logger.info("%s: batch of %d jobs committed in one publish", compactor, len(jobs))
+        return [self._count(JobOutcome(j, "committed", report)) for j in jobs]
+
     def run_job(
         self,
         job: CompactionJob,
@@ -316,7 +400,7 @@ class CompactionManager:
             logger.warning("%s: job %s failed", compactor, job.job_id, exc_info=True)
             reservation.abandon(self.store)
             return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
-        self.commit_retries += sum(report.retries.values())
+        self._retried(report)
         return self._count(JobOutcome(job, "committed", report))
 
     def _run_major(self, job: CompactionJob, *, compactor: str) -> JobOutcome:
@@ -348,8 +432,16 @@ class CompactionManager:
             return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
         if report.status != "SUCCESS":
             return self._count(JobOutcome(job, "refused", report, error=report.status))
-        self.commit_retries += sum(report.retries.values())
+        self._retried(report)
         return self._count(JobOutcome(job, "committed", report))
+
+    def _retried(self, report: TaskReport) -> None:
+        with self._lock:
+            self.commit_retries += sum(report.retries.values())
+            for operation, n in report.retries.items():
+                self.retries_by_operation[operation] = (
+                    self.retries_by_operation.get(operation, 0) + n
+                )
 
     def _count(self, outcome: JobOutcome) -> JobOutcome:
         with self._lock:
@@ -415,14 +507,14 @@ class CompactionManager:
         self, name: str, group: str, stop: threading.Event, busy: list[int]
     ) -> None:
         while not stop.is_set():
-            with self._lock:
-                job = self.queue(group).poll()
-                busy[0] += job is not None
-            if job is None:
+            with self._lock:  # one critical section: run(once=True) never sees 0 and 0
+                jobs = self.take_batch(group)
+                busy[0] += bool(jobs)
+            if not jobs:
                 stop.wait(0.2)
                 continue
             try:
-                self.run_job(job, compactor=name)
+                self.run_batch(jobs, compactor=name)
             finally:
                 with self._lock:
                     busy[0] -= 1
@@ -439,6 +531,16 @@ def _add(total: DutyReport, more: DutyReport) -> None:
         "selector_skips",
     ):
         setattr(total, name, getattr(total, name) + getattr(more, name))
+
+
+def _batches_with(first: CompactionJob, job: CompactionJob) -> bool:
+    """Whether ``job`` may share ``first``'s minor compaction: same datasource and output
+    target, both minor."""
+    return (
+        not job.major
+        and job.datasource == first.datasource
+        and job.max_rows_per_segment == first.max_rows_per_segment
+    )
 
 
 def _major_job(

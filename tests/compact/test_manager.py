@@ -251,3 +251,55 @@ def test_manager_schedules_majors_where_granularity_or_partitioning_differs(
     assert manager.run_pass().planned == 0  # minor jobs may merge appends; no rewrite
     expected = per_key(events(spark, written + small).selectExpr(*_as_rolled()))
     assert per_key(lake.read(ds)) == expected
+
+
+def _days_rows(first: int, days: int, per_day: int) -> list[tuple]:
+    return [
+        (f"2024-04-0{1 + d}T{i % 24:02d}:00:00Z", f"#c{i % 3}", f"u{first + i}", i)
+        for d in range(days)
+        for i in range(per_day)
+    ]
+
+
+def test_small_jobs_of_a_datasource_run_as_one_batch_and_one_publish(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """Four chunks needing a minor job each: one compactor runs them as ONE compaction task
+    (one Spark write, one publish), each chunk's outputs in that chunk. A batch with a stale
+    job (its chunk compacted meanwhile) is refused as a whole and its jobs run one by one."""
+    written = []
+    for first in (0, 100, 200):  # three segments in each of four DAY chunks
+        batch = _days_rows(first, 4, 6)
+        written += batch
+        assert lake.append(events(spark, batch), ds, spec(50)).status == "SUCCESS"
+    lake.set_compaction_config(ds, CompactionConfig(planner=RatioPlanner(ratio=1.0)))
+    tasks_before = {t.task_id for t in lake.tasks(ds)}
+    manager = lake.compaction_manager(datasources=[ds])
+    manager.run_pass()
+    assert len(manager.queue("default")) == 4
+    manager.run(compactors=1, once=True)
+    assert manager.outcomes == {"committed": 4, "refused": 0, "failed": 0}
+    (task,) = [t for t in lake.tasks(ds) if t.task_id not in tasks_before]
+    assert task.input_segments == 12
+    visible = lake.timeline(ds).visible_segments()
+    assert len(visible) == 4
+    assert len({s.interval for s in visible}) == 4  # one output per chunk, in its chunk
+    assert lake.compaction_status(ds).running == ()
+    expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
+    assert per_key(lake.read(ds)) == expected
+
+    for first in (300, 400):  # two more segments per chunk: four jobs again
+        batch = _days_rows(first, 4, 6)
+        written += batch
+        lake.append(events(spark, batch), ds, spec(50))
+    manager.run_pass()
+    jobs = manager.take_batch()
+    assert len(jobs) == 4
+    stale = jobs[1]
+    assert lake.compact(ds, mode="minor", segments=list(stale.segments)).status == "SUCCESS"
+    outcomes = manager.run_batch(jobs, compactor="test")
+    assert sorted(o.status for o in outcomes) == ["committed"] * 3 + ["refused"]
+    assert next(o for o in outcomes if o.job == stale).status == "refused"
+    assert len(lake.timeline(ds).visible_segments()) == 4
+    expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
+    assert per_key(lake.read(ds)) == expected
