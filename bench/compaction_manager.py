@@ -5,6 +5,7 @@ Run from the repository root (a local warehouse under /tmp is created and remove
 
     .venv/bin/python bench/compaction_manager.py pass          # 100,000 chunks, 1,000 needing work
     .venv/bin/python bench/compaction_manager.py drain --jobs 3000 --compactors 3
+    .venv/bin/python bench/compaction_manager.py drain --jobs 300 --batch-jobs 1  # unbatched
 
 * **pass**: ``--chunks`` (100,000) HOUR chunks, one segment record each, written straight to
   the metadata table (no rows: a pass reads only metadata); the datasource has a fingerprint
@@ -16,8 +17,11 @@ Run from the repository root (a local warehouse under /tmp is created and remove
   pass plans their jobs (timed).
 * **drain**: ``--jobs`` (3,000) HOUR chunks of 10 rows each, 2-3 real segments of at most 5
   rows per chunk (one append), a ratio planner with ratio 1, and ``--compactors`` (3) local
-  compactors of one manager draining the backlog: jobs/minute, rows compacted/minute, commit
-  retries, refused and failed jobs. Two plain ways are timed after the drain:
+  compactors of one manager draining the backlog, each running up to ``--batch-jobs`` (16)
+  jobs of ``--batch-segments`` (512) input segments as one compaction (``--batch-jobs 1``:
+  one job per compaction, as before batching): jobs/minute, rows compacted/minute, commit
+  retries (per job and per operation), refused and failed jobs. Two plain ways are timed
+  after the drain:
 
   - the old one, Delta's ``OPTIMIZE`` of the datasource table itself. That table is
     partitioned by ``__segment``, one partition per segment, so OPTIMIZE finds next to
@@ -47,7 +51,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake import Lake
-from segmentlake.compact.manager import CompactionManager, PassReport
+from segmentlake.compact.manager import (
+    DEFAULT_BATCH_JOBS,
+    DEFAULT_BATCH_SEGMENTS,
+    CompactionManager,
+    PassReport,
+)
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_planning import FingerprintSelector, RatioPlanner
 from segmentlake.core.granularity import Granularity
@@ -257,7 +266,12 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
         )
     lake.set_compaction_config(ds, CompactionConfig(planner=RatioPlanner(ratio=1.0)))
     target = IngestTarget(spark, lake.warehouse, lake.lockbox)
-    manager = CompactionManager(target, datasources=[ds])
+    manager = CompactionManager(
+        target,
+        datasources=[ds],
+        batch_jobs=args.batch_jobs,
+        batch_segments=args.batch_segments,
+    )
     started = time.monotonic()
     manager.run(compactors=args.compactors, once=True)
     drained = time.monotonic() - started
@@ -280,7 +294,10 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
         "jobs_per_minute": round(committed / drained * 60, 1),
         "refused": manager.outcomes["refused"],
         "failed": manager.outcomes["failed"],
+        "batch_jobs": args.batch_jobs,
         "commit_retries": manager.commit_retries,
+        "commit_retries_per_job": round(manager.commit_retries / max(1, committed), 2),
+        "retries_by_operation": manager.retries_by_operation,
         "jobs_left_after": left.planned,
         "plain_optimize_s": round(plain, 1),
         "ratio_manager_over_optimize": round(drained / plain, 2),
@@ -309,11 +326,14 @@ def drain_summary(result: dict, command: str) -> str:
     return "\n".join(
         [
             f"$ {command}",
-            f"manager drain, {result['compactors']} compactors: {result['jobs_committed']} jobs in "
+            f"manager drain, {result['compactors']} compactors, batches of <= "
+            f"{result['batch_jobs']} jobs: {result['jobs_committed']} jobs in "
             f"{result['drain_s']} s = {result['jobs_per_minute']} jobs/min, "
             f"{result['rows_compacted']:,} rows = {result['rows_per_minute']:,} rows/min "
             f"({result['segments_before']} -> {result['segments_after']} segments, "
-            f"{result['commit_retries']} commit retries, {result['refused']} refused, "
+            f"{result['commit_retries']} commit retries "
+            f"({result['commit_retries_per_job']}/job: {result['retries_by_operation']}), "
+            f"{result['refused']} refused, "
             f"{result['failed']} failed)",
             f"OPTIMIZE of the same rows partitioned by day: {fair['files_before']} -> "
             f"{fair['files_after']} files over {fair['days']} days in {fair['optimize_s']} s, "
@@ -338,6 +358,8 @@ def main() -> None:
     drain = sub.add_parser("drain")
     drain.add_argument("--jobs", type=int, default=3_000)
     drain.add_argument("--compactors", type=int, default=3)
+    drain.add_argument("--batch-jobs", type=int, default=DEFAULT_BATCH_JOBS)
+    drain.add_argument("--batch-segments", type=int, default=DEFAULT_BATCH_SEGMENTS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for name in ("segmentlake", "py4j"):

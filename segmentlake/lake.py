@@ -480,8 +480,10 @@ class Lake:
         """Run one compaction of ``datasource`` (in ``interval``, default everything) now and
         return its report. Appends into the same days go on meanwhile and are never lost.
 
-        * ``mode="minor"``: inside each chunk and version, runs of small visible segments
-          with adjacent root partitions are merged (best-effort rollup) into
+        * ``mode="minor"``: inside each chunk and version, the runs of visible segments with
+          adjacent root partitions that the datasource's compaction planner picks (as the
+          manager does, but merging two similar segments: a segment is never rewritten to
+          absorb ones adding up to less than half its size) are merged (best-effort rollup) into
           ``ceil(rows / max_rows_per_segment)`` segments that overshadow them; segment
           locks on the inputs only. ``segments`` (ids) restricts it to those. While another
           task holds one of them it plans again for up to ``lock_timeout_s``, then raises
@@ -497,7 +499,7 @@ class Lake:
         ... # doctest: +SKIP
         """
         from segmentlake.compact.major import MajorCompaction, compact_major
-        from segmentlake.compact.minor import compact_minor
+        from segmentlake.compact.minor import compact_minor, on_demand_planner
 
         span = None if interval is None else _interval(interval)
         if mode not in ("minor", "major"):
@@ -537,6 +539,9 @@ class Lake:
                 priority=priority,
                 segments=None if segments is None else [str(_segment_id(s)) for s in segments],
                 lock_timeout_s=lock_timeout_s,
+                planner=on_demand_planner(
+                    read_config(self.metadata, datasource).planner, max_rows_per_segment
+                ),
             )
         raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
 

@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from segmentlake.compact.control import ManagerSnapshot, publish_manager_snapshot
+from segmentlake.compact.control import ManagerSnapshot, publish_manager_snapshot, read_config
 from segmentlake.compact.duties import DutyReport, decide_duties
+from segmentlake.compact.major import MajorCompaction, compact_major
 from segmentlake.compact.manager_state import (
     MANAGER_READS,
     ManagerState,
@@ -27,7 +28,7 @@ from segmentlake.compact.manager_state import (
     read_manager_state,
 )
 from segmentlake.compact.minor import compact_minor
-from segmentlake.compact.reservation import Reservation
+from segmentlake.compact.reservation import BatchReservation, Reservation
 from segmentlake.core.compaction_jobs import (
     DEFAULT_GROUP,
     ChunkView,
@@ -35,7 +36,14 @@ from segmentlake.core.compaction_jobs import (
     CompactionKind,
     job_priority,
 )
-from segmentlake.core.compaction_planning import PlannedJob, consecutive_groups, selection_jobs
+from segmentlake.core.compaction_planning import (
+    PlannedJob,
+    consecutive_groups,
+    major_span,
+    needs_major,
+    selection_jobs,
+    whole_groups,
+)
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
@@ -43,9 +51,21 @@ from segmentlake.ingest.task import IngestTarget, new_task_id
 from segmentlake.metadata.store import PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
-__all__ = ["CompactionManager", "JobOutcome", "PassReport"]
+__all__ = [
+    "DEFAULT_BATCH_JOBS",
+    "DEFAULT_BATCH_SEGMENTS",
+    "CompactionManager",
+    "JobOutcome",
+    "PassReport",
+]
 
 logger = logging.getLogger(__name__)
+
+# A compactor batches up to this many minor jobs of one datasource (one per chunk) into one
+# Spark job and one publish: a small job's fixed cost (Spark job, four commits) dominates it.
+DEFAULT_BATCH_JOBS = 16
+# ... and up to this many input segments in all (bounds one batch's Spark job).
+DEFAULT_BATCH_SEGMENTS = 512
 
 # Manager lock priority: ingestion's default (0), never above it — a higher priority would
 # revoke a user's overwrite lock. One value for every kind: selections, not lock priorities,
@@ -102,7 +122,15 @@ class CompactionManager:
         report_status: bool = True,
         status_lease_s: float = 120.0,
         on_outcome: Callable[[JobOutcome], None] | None = None,
+        batch_jobs: int = DEFAULT_BATCH_JOBS,
+        batch_segments: int = DEFAULT_BATCH_SEGMENTS,
     ) -> None:
+        if batch_jobs < 1 or batch_segments < 1:
+            raise SpecError(
+                f"batch_jobs and batch_segments must be >= 1, got {batch_jobs}, {batch_segments}"
+            )
+        self.batch_jobs = batch_jobs
+        self.batch_segments = batch_segments
         self.target = target
         self.store = target.lockbox.store
         self.datasources = None if datasources is None else list(datasources)
@@ -113,10 +141,11 @@ class CompactionManager:
         self.queues: dict[str, JobQueue] = {}
         self._planned: dict[tuple[str, str], tuple[str, ...]] = {}
         self._view_caches: dict[str, ViewCache] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # take_batch runs inside the compactor loop's section
         self._wake = threading.Event()
         self.outcomes: dict[str, int] = {"committed": 0, "refused": 0, "failed": 0}
         self.commit_retries = 0
+        self.retries_by_operation: dict[str, int] = {}
         self.last_pass: PassReport | None = None
         self.report_status = report_status
         self.on_outcome = on_outcome
@@ -190,9 +219,10 @@ class CompactionManager:
 
     def _plan(self, datasource: str, ms: ManagerState, report: PassReport) -> None:
         seen = set()
+        majors: set[tuple[int, int]] = set()  # spans given a major job this pass
         for chunk_id, view in ms.views.items():
             report.chunks += 1
-            jobs = self._jobs(datasource, view, ms, report)
+            jobs = self._jobs(datasource, view, ms, report, majors)
             key = (datasource, chunk_id)
             seen.add(key)
             ids = tuple(j.job_id for j in jobs)
@@ -210,8 +240,16 @@ class CompactionManager:
                     queue.replace_chunk(_queue_chunk(datasource, key[1]), [])
 
     def _jobs(
-        self, datasource: str, view: ChunkView, ms: ManagerState, report: PassReport
+        self,
+        datasource: str,
+        view: ChunkView,
+        ms: ManagerState,
+        report: PassReport,
+        majors: set[tuple[int, int]],
     ) -> list[CompactionJob]:
+        major = _major_job(datasource, view, ms, majors)
+        if major is not None:
+            return [major]  # it rewrites every segment: no minor job in the chunk meanwhile
         planned: list[tuple[CompactionKind, str | None, PlannedJob]] = []
         selection = view.selection
         if selection is not None:
@@ -266,6 +304,69 @@ class CompactionManager:
         with self._lock:
             return self.queue(group).poll()
 
+    def take_batch(self, group: str = DEFAULT_GROUP) -> list[CompactionJob]:
+        """The best queued job of ``group`` and, for a minor one, the next best minor jobs of
+        its datasource and target that fit the batch (one per chunk), removed from the queue."""
+        with self._lock:
+            queue = self.queue(group)
+            first = queue.poll()
+            if first is None:
+                return []
+            batch = [first]
+            if first.major or self.batch_jobs == 1:
+                return batch
+            chunks = {first.chunk}
+            segments = len(first.segments)
+            for job in queue.jobs():
+                if len(batch) >= self.batch_jobs:
+                    break
+                if not _batches_with(first, job) or job.chunk in chunks:
+                    continue
+                if segments + len(job.segments) > self.batch_segments:
+                    continue
+                queue.delete(job.job_id)
+                batch.append(job)
+                chunks.add(job.chunk)
+                segments += len(job.segments)
+            return batch
+
+    def run_batch(self, jobs: Sequence[CompactionJob], *, compactor: str) -> list[JobOutcome]:
+        """Run ``jobs`` (from :meth:`take_batch`) as ONE minor compaction: one reservation
+        commit, one Spark write, one publish. If the batch is refused (a job's chunk changed
+        or another compactor reserved one), its jobs run one by one: the others still land."""
+        if len(jobs) == 1:
+            return [self.run_job(jobs[0], compactor=compactor)]
+        first = jobs[0]
+        task_id = new_task_id("compact_batch", first.datasource)
+        lease_ms = self.target.lockbox.lease_ms
+        hooks = BatchReservation(
+            tuple(Reservation(j.datasource, j, compactor, task_id, lease_ms) for j in jobs)
+        )
+        try:
+            report = compact_minor(
+                self.target,
+                first.datasource,
+                None,
+                max_rows_per_segment=first.max_rows_per_segment,
+                task_id=task_id,
+                priority=_LOCK_PRIORITY,
+                segments=[s for j in jobs for s in j.segments],
+                hooks=hooks,
+            )
+        except (LockRefused, SpecError) as e:
+            logger.info(
+                "%s: batch of %d refused (%s); one by one", compactor, len(jobs), first_line(e)
+            )
+            return [self.run_job(j, compactor=compactor) for j in jobs]
+        except Exception as e:
+            logger.warning("%s: batch of %d jobs failed", compactor, len(jobs), exc_info=True)
+            hooks.abandon(self.store)
+            error = f"{type(e).__name__}: {e}"
+            return [self._count(JobOutcome(j, "failed", error=error)) for j in jobs]
+        self._retried(report)
+        logger.info("%s: batch of %d jobs committed in one publish", compactor, len(jobs))
+        return [self._count(JobOutcome(j, "committed", report)) for j in jobs]
+
     def run_job(
         self,
         job: CompactionJob,
@@ -275,6 +376,8 @@ class CompactionManager:
     ) -> JobOutcome:
         """Reserve ``job``, compact, commit; refused when someone else got there first.
         ``on_started`` runs once the job is reserved (its locks held and renewed)."""
+        if job.major:
+            return self._run_major(job, compactor=compactor)
         task_id = new_task_id(f"compact_{job.kind.value}", job.datasource)
         reservation = Reservation(
             job.datasource, job, compactor, task_id, self.target.lockbox.lease_ms, on_started
@@ -297,8 +400,48 @@ class CompactionManager:
             logger.warning("%s: job %s failed", compactor, job.job_id, exc_info=True)
             reservation.abandon(self.store)
             return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
-        self.commit_retries += sum(report.retries.values())
+        self._retried(report)
         return self._count(JobOutcome(job, "committed", report))
+
+    def _run_major(self, job: CompactionJob, *, compactor: str) -> JobOutcome:
+        """A major compaction of the job's chunk to the datasource's target. No reservation:
+        its REPLACE locks refuse minor compactions of the chunk and other majors (no wait),
+        and it re-plans after reading the segments, so a chunk already re-chunked is skipped.
+        A crashed one leaves only locks whose lease runs out."""
+        config = read_config(self.store, job.datasource)
+        options = MajorCompaction(
+            segment_granularity=config.segment_granularity,
+            partitions_spec=config.major_partitions(),
+        )
+        span = major_span(job.chunk, config.segment_granularity)
+        try:
+            report = compact_major(
+                self.target,
+                job.datasource,
+                span,
+                options,
+                task_id=new_task_id("compact_major", job.datasource),
+                priority=_LOCK_PRIORITY,
+                lock_timeout_s=0.0,
+            )
+        except (LockRefused, SpecError) as e:
+            logger.info("%s: major job %s refused: %s", compactor, job.job_id, first_line(e))
+            return self._count(JobOutcome(job, "refused", error=first_line(e)))
+        except Exception as e:
+            logger.warning("%s: major job %s failed", compactor, job.job_id, exc_info=True)
+            return self._count(JobOutcome(job, "failed", error=f"{type(e).__name__}: {e}"))
+        if report.status != "SUCCESS":
+            return self._count(JobOutcome(job, "refused", report, error=report.status))
+        self._retried(report)
+        return self._count(JobOutcome(job, "committed", report))
+
+    def _retried(self, report: TaskReport) -> None:
+        with self._lock:
+            self.commit_retries += sum(report.retries.values())
+            for operation, n in report.retries.items():
+                self.retries_by_operation[operation] = (
+                    self.retries_by_operation.get(operation, 0) + n
+                )
 
     def _count(self, outcome: JobOutcome) -> JobOutcome:
         with self._lock:
@@ -364,14 +507,14 @@ class CompactionManager:
         self, name: str, group: str, stop: threading.Event, busy: list[int]
     ) -> None:
         while not stop.is_set():
-            with self._lock:
-                job = self.queue(group).poll()
-                busy[0] += job is not None
-            if job is None:
+            with self._lock:  # one critical section: run(once=True) never sees 0 and 0
+                jobs = self.take_batch(group)
+                busy[0] += bool(jobs)
+            if not jobs:
                 stop.wait(0.2)
                 continue
             try:
-                self.run_job(job, compactor=name)
+                self.run_batch(jobs, compactor=name)
             finally:
                 with self._lock:
                     busy[0] -= 1
@@ -388,6 +531,45 @@ def _add(total: DutyReport, more: DutyReport) -> None:
         "selector_skips",
     ):
         setattr(total, name, getattr(total, name) + getattr(more, name))
+
+
+def _batches_with(first: CompactionJob, job: CompactionJob) -> bool:
+    """Whether ``job`` may share ``first``'s minor compaction: same datasource and output
+    target, both minor."""
+    return (
+        not job.major
+        and job.datasource == first.datasource
+        and job.max_rows_per_segment == first.max_rows_per_segment
+    )
+
+
+def _major_job(
+    datasource: str, view: ChunkView, ms: ManagerState, majors: set[tuple[int, int]]
+) -> CompactionJob | None:
+    """The chunk's major job when it differs from the datasource's target chunking: only in
+    a chunk no selection or running compaction holds, one per target span and pass."""
+    config = ms.config
+    if not config.major_target or view.selection is not None or view.running:
+        return None
+    wanted = config.major_partitions().to_json()
+    granularity = config.segment_granularity
+    if not needs_major(view, segment_granularity=granularity, partitions_spec=wanted):
+        return None
+    span = major_span(view.chunk, granularity).key
+    ids = whole_groups(view.visible, [str(s.id) for s in view.visible if not s.is_tombstone])
+    if span in majors or not ids:
+        return None
+    majors.add(span)
+    return CompactionJob(
+        view.chunk,
+        CompactionKind.SYSTEM,
+        ids,
+        job_priority(CompactionKind.SYSTEM, len(view.visible)),
+        DEFAULT_GROUP,
+        max_rows_per_segment=config.max_rows_per_segment,
+        datasource=datasource,
+        major=True,
+    )
 
 
 def _queue_chunk(datasource: str, chunk_id: str) -> str:

@@ -1,7 +1,8 @@
 """Minor compaction: merge small segments inside their chunk and version, under segment locks.
 
-1. **plan**: per chunk, the runs :func:`segmentlake.core.compaction.minor_runs` picks from
-   its visible segments;
+1. **plan**: per chunk, the jobs the datasource's compaction planner (the manager's
+   :class:`~segmentlake.core.compaction_planning.RatioPlanner` by default) picks from its
+   visible segments, so a large segment is never rewritten to absorb a few small ones;
 2. **lock**: an EXCLUSIVE segment lock on every input, in one commit that also checks each
    input is still used and visible — so of two compactions wanting one segment, one wins and
    the other is refused (:class:`LockRefused`) before writing anything. Appends take APPEND
@@ -21,6 +22,7 @@ so the outputs never hide them.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +35,8 @@ from pyspark.sql import functions as F
 
 from segmentlake.compact.source import used_segments
 from segmentlake.core.compaction import MINOR, MinorRun, compaction_state, merged_schema, minor_runs
+from segmentlake.core.compaction_jobs import ChunkKey, ChunkView
+from segmentlake.core.compaction_planning import CompactionPlanner, RatioPlanner
 from segmentlake.core.ingest_spec import MetricSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
@@ -65,7 +69,13 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 
-__all__ = ["DEFAULT_MAX_ROWS_PER_SEGMENT", "CompactionHooks", "compact_minor"]
+__all__ = [
+    "DEFAULT_MAX_ROWS_PER_SEGMENT",
+    "CompactionHooks",
+    "compact_minor",
+    "on_demand_planner",
+    "planned_runs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +114,14 @@ def compact_minor(
     segments: Sequence[str] | None = None,
     hooks: CompactionHooks | None = None,
     lock_timeout_s: float = 0.0,
+    planner: CompactionPlanner | None = None,
 ) -> TaskReport:
     """Run one minor compaction of ``interval`` (default: everything) to the end; with
-    ``segments`` (ids), only of those. ``hooks`` add conditions and changes to its lock and
-    publish commits (the compaction manager's reservation). While another task holds an
-    input's lock it plans and tries again for up to ``lock_timeout_s``, then raises
-    :class:`LockRefused`."""
+    ``segments`` (ids), only of those, else of the jobs ``planner`` (default: a
+    :class:`RatioPlanner` to ``max_rows_per_segment``) plans per chunk. ``hooks`` add
+    conditions and changes to its lock and publish commits (the compaction manager's
+    reservation). While another task holds an input's lock it plans and tries again for up
+    to ``lock_timeout_s``, then raises :class:`LockRefused`."""
     task_id = task_id or new_task_id("compact_minor", datasource)
     store = target.lockbox.store
     span = None if interval is None else str(interval)
@@ -119,7 +131,7 @@ def compact_minor(
             timeline = VersionedIntervalTimeline(
                 used_segments(store, datasource, interval or ETERNITY)
             )
-            runs = _runs(timeline, interval or ETERNITY, max_rows_per_segment, segments)
+            runs = _runs(timeline, interval or ETERNITY, max_rows_per_segment, segments, planner)
             if not runs:
                 logger.info("%s: nothing to compact", task_id)
                 report = RowStats()
@@ -150,9 +162,11 @@ def _runs(
     interval: Interval,
     max_rows: int,
     chosen: Sequence[str] | None,
+    planner: CompactionPlanner | None = None,
 ) -> list[MinorRun]:
     """The runs of every chunk overlapping ``interval`` (each chunk's visible segments once,
-    however many pieces of the timeline it serves), of the ``chosen`` ones if given."""
+    however many pieces of the timeline it serves): the ``chosen`` ones if given, else the
+    planner's jobs."""
     chunks: dict[tuple[tuple[int, int], str], dict[DataSegment, None]] = {}
     wanted = None if chosen is None else {str(i) for i in chosen}
     for holder in timeline.lookup(interval):
@@ -168,10 +182,52 @@ def _runs(
                 + "; a minor compaction takes visible segments only (see lake.timeline)"
             )
     runs = []
-    for _, segments in sorted(chunks.items(), key=lambda kv: kv[0]):
-        runs += minor_runs(
-            list(segments), max_rows_per_segment=max_rows, only_if_useful=wanted is None
-        )
+    for (_, version), segments in sorted(chunks.items(), key=lambda kv: kv[0]):
+        if wanted is not None:
+            runs += minor_runs(list(segments), max_rows_per_segment=max_rows, only_if_useful=False)
+        else:
+            runs += planned_runs(list(segments), version, max_rows, planner)
+    return runs
+
+
+# An on-demand compaction merges two similar segments (the manager waits for three): any ratio
+# above 1 still never lets a large segment absorb much smaller ones, so work stays logarithmic.
+ON_DEMAND_RATIO = 1.5
+
+
+def on_demand_planner(configured: CompactionPlanner, max_rows: int) -> CompactionPlanner:
+    """The planner of ``lake.compact(mode="minor")``: the datasource's (the manager's), to
+    ``max_rows`` per output, with a ratio of at most :data:`ON_DEMAND_RATIO`."""
+    if not isinstance(configured, RatioPlanner):
+        return configured
+    return replace(
+        configured,
+        ratio=min(configured.ratio, ON_DEMAND_RATIO),
+        max_rows_per_segment=max_rows,
+    )
+
+
+def planned_runs(
+    visible: Sequence[DataSegment],
+    version: str,
+    max_rows: int,
+    planner: CompactionPlanner | None = None,
+) -> list[MinorRun]:
+    """The runs ``planner`` picks from one chunk's visible segments. The manager's planner,
+    not maximal runs: merging every adjacent group would rewrite a large segment each time a
+    few small ones land next to it (quadratic work)."""
+    planner = planner or RatioPlanner(max_rows_per_segment=max_rows)
+    data = [s for s in visible if not s.is_tombstone]
+    if not data:
+        return []
+    view = ChunkView(ChunkKey(data[0].interval, version), tuple(visible))
+    by_id = {str(s.id): s for s in data}
+    runs = []
+    for job in planner.plan(view):
+        inputs = tuple(by_id[i] for i in job.segments)
+        rows = sum(s.num_rows for s in inputs)
+        outputs = max(1, math.ceil(rows / (job.max_rows_per_segment or max_rows)))
+        runs.append(MinorRun(inputs, outputs))
     return runs
 
 

@@ -11,7 +11,9 @@ is still this compactor's; in the same commit the record goes and the selection 
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -40,7 +42,7 @@ from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
-__all__ = ["Reservation"]
+__all__ = ["BatchReservation", "Reservation"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +183,51 @@ class Reservation:
             finished = at
         updated = replace(user, done=done, finished_ms=finished)
         return [Change("upsert", user_row(self.datasource, updated, now_ms=at))]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReservation:
+    """Several jobs of one datasource (one per chunk) reserved, compacted and published by
+    ONE minor compaction: one lock commit reserves them all (refused if any may not start),
+    one publish commit ends them all and moves each one's selection. Each reservation decides
+    on the rows it alone would have read, so the batch keeps every check of a single job."""
+
+    reservations: tuple[Reservation, ...]
+
+    @property
+    def reads(self) -> Condition:
+        return either(*(r.reads for r in self.reservations))
+
+    @property
+    def scope(self) -> Scope:
+        return functools.reduce(operator.or_, (r.scope for r in self.reservations))
+
+    def on_lock(self, state: PartitionState) -> Sequence[Change]:
+        return [c for r in self.reservations for c in r.on_lock(_only(state, r.reads))]
+
+    def on_started(self) -> None:
+        for reservation in self.reservations:
+            reservation.on_started()
+
+    def on_publish(self, state: PartitionState, outputs: Sequence[DataSegment]) -> Sequence[Change]:
+        changes: list[Change] = []
+        for r in self.reservations:
+            chunk = r.job.chunk
+            mine = [
+                o for o in outputs if o.interval == chunk.interval and o.version == chunk.version
+            ]
+            changes += r.on_publish(_only(state, r.reads), mine)
+        return changes
+
+    def abandon(self, store: MetadataStore) -> None:
+        for reservation in self.reservations:
+            reservation.abandon(store)
+
+
+def _only(state: PartitionState, reads: Condition) -> PartitionState:
+    """``state`` narrowed to the rows ``reads`` selects: what one job's reservation would
+    have read alone (another chunk's selection or reservation is not its business)."""
+    return PartitionState(state.datasource, state.version, state.table.filter(reads), state.scope)
 
 
 def _selection(state: PartitionState) -> Selection | None:

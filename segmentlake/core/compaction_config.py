@@ -6,6 +6,8 @@ Example::
     CompactionConfig(
         planner=RatioPlanner(ratio=2.0, max_segments_per_job=16),
         selectors=(FingerprintSelector(max_rows_per_segment=1_000_000),),
+        segment_granularity=Granularity.DAY,  # the target: majors re-chunk what differs
+        partitions_spec=HashedPartitionsSpec(target_rows_per_segment=5_000_000),
     )
 """
 
@@ -22,6 +24,12 @@ from segmentlake.core.compaction_planning import (
     FingerprintSelector,
     MaskedRowsSelector,
     RatioPlanner,
+)
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.partitions_spec import (
+    HashedPartitionsSpec,
+    PartitionsSpec,
+    partitions_spec_from_dict,
 )
 from segmentlake.core.spec_reader import check_int, check_number, int_problem, safe_repr
 from segmentlake.errors import SpecError
@@ -163,14 +171,19 @@ def selector_from_json(data: Any) -> CompactionSelector:
 
 @dataclass(frozen=True, slots=True)
 class CompactionConfig:
-    """How the manager compacts one datasource: the system planner, the selectors, and the
+    """How the manager compacts one datasource: the system planner, the selectors, the
     defaults of user compactions (``max_rows_per_segment`` of outputs, ``max_segments_per_job``
-    of their intermediate jobs)."""
+    of their intermediate jobs), and the target chunking: with ``segment_granularity`` or
+    ``partitions_spec`` (hashed, range or single_dim) set, the manager schedules a MAJOR
+    compaction of a chunk whose granularity differs, or whose rows were mostly not made with
+    that target (Druid's auto-compaction ``granularitySpec`` / ``partitionsSpec``)."""
 
     planner: CompactionPlanner = field(default_factory=RatioPlanner)
     selectors: tuple[CompactionSelector, ...] = ()
     max_rows_per_segment: int = _DEFAULT_MAX_ROWS
     max_segments_per_job: int = _DEFAULT_MAX_SEGMENTS
+    segment_granularity: Granularity | None = None
+    partitions_spec: PartitionsSpec | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.planner, CompactionPlanner):
@@ -187,21 +200,53 @@ class CompactionConfig:
             raise SpecError(f"selector names must be unique in a config, got {names}")
         check_int(self.max_segments_per_job, "max_segments_per_job", minimum=2)
         check_int(self.max_rows_per_segment, "max_rows_per_segment", minimum=1)
+        if self.segment_granularity is not None and not isinstance(
+            self.segment_granularity, Granularity
+        ):
+            object.__setattr__(
+                self, "segment_granularity", Granularity.parse(self.segment_granularity)
+            )
+        if self.partitions_spec is not None and not self.partitions_spec.perfect_rollup:
+            raise SpecError(
+                "a compaction config's partitionsSpec is a major compaction's: 'hashed', "
+                f"'range' or 'single_dim', not {self.partitions_spec.type_name!r}"
+            )
+
+    @property
+    def major_target(self) -> bool:
+        """Whether the manager re-chunks chunks that differ from a target (majors)."""
+        return self.segment_granularity is not None or self.partitions_spec is not None
+
+    def major_partitions(self) -> PartitionsSpec:
+        """The partitioning a major compaction writes (hashed by default, as lake.compact)."""
+        return self.partitions_spec or HashedPartitionsSpec()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "planner": dict(self.planner.config()),
             "selectors": [dict(s.config()) for s in self.selectors],
             "maxRowsPerSegment": self.max_rows_per_segment,
             "maxSegmentsPerJob": self.max_segments_per_job,
         }
+        if self.segment_granularity is not None:
+            data["segmentGranularity"] = self.segment_granularity.name
+        if self.partitions_spec is not None:
+            data["partitionsSpec"] = self.partitions_spec.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CompactionConfig:
         if not isinstance(data, Mapping):
             raise SpecError(f"a compaction config must be an object, got {safe_repr(data)}")
         where = "compaction config"
-        keys = ("planner", "selectors", "maxRowsPerSegment", "maxSegmentsPerJob")
+        keys = (
+            "planner",
+            "selectors",
+            "maxRowsPerSegment",
+            "maxSegmentsPerJob",
+            "segmentGranularity",
+            "partitionsSpec",
+        )
         unknown = sorted(k if isinstance(k, str) else safe_repr(k) for k in data if k not in keys)
         if unknown:
             raise SpecError(f"{where}: unknown keys {unknown}; accepted: {sorted(keys)}")
@@ -217,4 +262,18 @@ class CompactionConfig:
             ),
             max_rows_per_segment=_int(data, "maxRowsPerSegment", where, _DEFAULT_MAX_ROWS, 1),
             max_segments_per_job=_int(data, "maxSegmentsPerJob", where, _DEFAULT_MAX_SEGMENTS, 2),
+            segment_granularity=_at(
+                f"{where}.segmentGranularity",
+                _optional(Granularity.parse),
+                data.get("segmentGranularity"),
+            ),
+            partitions_spec=_at(
+                f"{where}.partitionsSpec",
+                _optional(partitions_spec_from_dict),
+                data.get("partitionsSpec"),
+            ),
         )
+
+
+def _optional(read: Callable[[Any], T]) -> Callable[[Any], T | None]:
+    return lambda value: None if value is None else read(value)

@@ -80,8 +80,10 @@ class CompactionJob:
     """Segments of one chunk to compact together, as queued and reserved.
 
     ``segments`` are ids of whole, visible atomic update groups; ``final`` marks the job that
-    finishes its owner's selection in the chunk. The id is derived from the content, so the
-    same job planned twice (two passes, two managers) is one job.
+    finishes its owner's selection in the chunk; ``major`` a system job that re-chunks the
+    chunk to the datasource's target granularity and partitioning (a major compaction of
+    every segment in it). The id is derived from the content, so the same job planned twice
+    (two passes, two managers) is one job.
     """
 
     chunk: ChunkKey
@@ -93,6 +95,7 @@ class CompactionJob:
     final: bool = False
     max_rows_per_segment: int = 5_000_000
     datasource: str = ""
+    major: bool = False
     job_id: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +107,8 @@ class CompactionJob:
             raise SpecError(f"a {self.kind.value} compaction job needs its owner's id")
         if self.max_rows_per_segment < 1:
             raise SpecError(f"max_rows_per_segment must be >= 1, got {self.max_rows_per_segment}")
+        if self.major and self.kind is not CompactionKind.SYSTEM:
+            raise SpecError("only the system planner schedules major compaction jobs")
         if not self.job_id:
             object.__setattr__(self, "job_id", self._content_id())
 
@@ -114,6 +119,7 @@ class CompactionJob:
                 str(self.chunk),
                 self.kind.value,
                 self.owner or "",
+                *(["major"] if self.major else []),
                 *sorted(self.segments),
             ]
         )

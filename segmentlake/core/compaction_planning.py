@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from segmentlake.core.compaction_jobs import DEFAULT_GROUP, ChunkView, SelectionState
+from segmentlake.core.compaction_jobs import DEFAULT_GROUP, ChunkKey, ChunkView, SelectionState
+from segmentlake.core.granularity import Granularity
+from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.spec_reader import check_int, check_number, check_text
 from segmentlake.errors import SpecError
@@ -36,6 +38,8 @@ __all__ = [
     "RatioPlanner",
     "compaction_fingerprint",
     "consecutive_groups",
+    "major_span",
+    "needs_major",
     "selection_jobs",
     "whole_groups",
 ]
@@ -189,13 +193,21 @@ class RatioPlanner:
         chosen = []
         start = 0
         while start < len(run):
-            window = _windows(run[start:], self.max_segments_per_job)[0]
-            if self._worth(window):
+            window = self._longest_worth(_windows(run[start:], self.max_segments_per_job)[0])
+            if window:
                 chosen.append(window)
                 start += len(window)
             else:
                 start += 1
         return chosen
+
+    def _longest_worth(self, window: list[Group]) -> list[Group]:
+        """The longest prefix of ``window`` worth compacting (empty if none): small segments
+        just before a large one are merged without it."""
+        for end in range(len(window), 0, -1):
+            if self._worth(window[:end]):
+                return window[:end]
+        return []
 
     def _worth(self, window: list[Group]) -> bool:
         sizes = [s.size for g in window for s in g]
@@ -237,6 +249,52 @@ def selection_jobs(chunk: ChunkView, *, group: str = DEFAULT_GROUP) -> list[Plan
                     PlannedJob(_ids(window), score, group, False, selection.max_rows_per_segment)
                 )
     return jobs
+
+
+def major_span(chunk: ChunkKey, granularity: Granularity | None) -> Interval:
+    """What a major compaction of ``chunk`` to ``granularity`` (None: the chunk's own)
+    rewrites: the chunk widened to whole buckets of the target."""
+    interval = chunk.interval
+    if granularity is None:
+        return interval
+    start = granularity.bucket_start_millis(interval.start_millis)
+    end = granularity.bucket(interval.end_millis - 1).end_millis
+    return Interval.of_millis(start, end)
+
+
+def needs_major(
+    chunk: ChunkView,
+    *,
+    segment_granularity: Granularity | None,
+    partitions_spec: Mapping[str, Any],
+) -> bool:
+    """Whether a chunk differs from the datasource's target chunking: its interval is not one
+    bucket of ``segment_granularity``, or most of its rows were not made by a major compaction
+    to ``partitions_spec`` (JSON). Most, not all: rows appended after a major are merged by
+    minor compactions until they outweigh it, so a chunk is not rewritten per append."""
+    data = [s for s in chunk.visible if not s.is_tombstone]
+    if not data:
+        return False
+    interval = chunk.chunk.interval
+    if (
+        segment_granularity is not None
+        and segment_granularity.bucket(interval.start_millis) != interval
+    ):
+        return True
+    made = sum(s.num_rows for s in data if _made_with(s, segment_granularity, partitions_spec))
+    return 2 * made < sum(s.num_rows for s in data)
+
+
+def _made_with(
+    segment: DataSegment, granularity: Granularity | None, partitions: Mapping[str, Any]
+) -> bool:
+    state = segment.last_compaction_state
+    if not state or state.get("type") != "major":
+        return False
+    made_in = (state.get("granularitySpec") or {}).get("segmentGranularity")
+    if granularity is not None and made_in != granularity.name:
+        return False
+    return dict(state.get("partitionsSpec") or {}) == dict(partitions)
 
 
 def compaction_fingerprint(state: Mapping[str, Any] | None) -> str | None:

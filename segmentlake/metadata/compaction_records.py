@@ -103,6 +103,7 @@ def job_to_json(job: CompactionJob) -> dict[str, Any]:
         "owner": job.owner,
         "final": job.final,
         "maxRowsPerSegment": job.max_rows_per_segment,
+        "major": job.major,
     }
 
 
@@ -117,6 +118,7 @@ def job_from_json(data: Mapping[str, Any]) -> CompactionJob:
         bool(data.get("final")),
         int(data["maxRowsPerSegment"]),
         data.get("datasource", ""),
+        bool(data.get("major")),
         job_id=data["jobId"],
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,16 @@ from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
 
 
 class TimedManager(CompactionManager):
-    """The manager, with each job's run timed (reserve, compact, commit or refusal)."""
+    """The manager, with each compactor run timed (reserve, compact, commit or refusal): a
+    batch of jobs (one compaction) or a single job."""
 
     times: OpTimes
 
-    def run_job(self, job: CompactionJob, **kwargs: Any) -> JobOutcome:
-        with self.times.op("job", job=job.job_id) as record:
-            outcome = super().run_job(job, **kwargs)
-            record["status"] = outcome.status
-        return outcome
+    def run_batch(self, jobs: Sequence[CompactionJob], **kwargs: Any) -> list[JobOutcome]:
+        with self.times.op("job", job=",".join(j.job_id for j in jobs)) as record:
+            outcomes = super().run_batch(jobs, **kwargs)
+            record["status"] = ",".join(o.status for o in outcomes)
+        return outcomes
 
 
 def main(warehouse: str, datasource: str, log: Path, name: str) -> None:

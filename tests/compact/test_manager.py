@@ -192,3 +192,114 @@ def test_bad_requests_are_refused_with_the_reason(lake: Lake, ds: str) -> None:
     assert (done.status, done.chunks) == ("SUCCESS", ())
     with pytest.raises(SpecError, match="at least one segment"):
         CompactionJob(ChunkKey(Interval.parse(f"{DAY}/P1D"), "v1"), CompactionKind.SYSTEM, (), 0)
+
+
+def test_manager_schedules_majors_where_granularity_or_partitioning_differs(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """HOUR chunks under a DAY target: one major job for the day, which re-chunks it. Then a
+    new target partitioning: one major again. A small append after it: no major (most rows
+    are made as wanted), and the rows stay exactly once throughout."""
+    hourly = {
+        **spec(50),
+        "granularitySpec": {"segmentGranularity": "hour", "queryGranularity": "hour"},
+    }
+    written = []
+    for first in (0, 100):  # two segments in each of 24 hour chunks
+        batch = rows(first, 100)
+        written += batch
+        assert lake.append(events(spark, batch), ds, hourly).status == "SUCCESS"
+    expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
+    lake.set_compaction_config(
+        ds, CompactionConfig(planner=RatioPlanner(ratio=100.0), segment_granularity="DAY")
+    )
+    manager = lake.compaction_manager(datasources=[ds])
+    manager.run_pass()
+    (job,) = manager.queue("default").jobs()
+    assert job.major
+    assert job.kind is CompactionKind.SYSTEM
+    manager.run(compactors=1, once=True)
+    assert manager.outcomes == {"committed": 1, "refused": 0, "failed": 0}
+    day = Interval.parse(f"{DAY}/P1D")
+    compacted = lake.timeline(ds).visible_segments()
+    assert {s.interval for s in compacted} == {day}
+    assert {s.last_compaction_state["type"] for s in compacted} == {"major"}
+    assert per_key(lake.read(ds)) == expected
+    assert manager.run_pass().planned == 0  # compacted as wanted
+
+    target = {"type": "hashed", "numShards": 2}
+    lake.set_compaction_config(
+        ds,
+        {
+            "planner": {"type": "ratio", "ratio": 100},
+            "segmentGranularity": "DAY",
+            "partitionsSpec": target,
+        },
+    )
+    manager.run_pass()
+    (job,) = manager.queue("default").jobs()
+    assert job.major
+    manager.run(compactors=1, once=True)
+    assert manager.outcomes["committed"] == 2
+    compacted = lake.timeline(ds).visible_segments()
+    assert len(compacted) == 2
+    assert {s.last_compaction_state["partitionsSpec"]["numShards"] for s in compacted} == {2}
+    assert per_key(lake.read(ds)) == expected
+
+    small = rows(1000, 5)
+    assert lake.append(events(spark, small), ds, spec(50)).status == "SUCCESS"
+    assert manager.run_pass().planned == 0  # minor jobs may merge appends; no rewrite
+    expected = per_key(events(spark, written + small).selectExpr(*_as_rolled()))
+    assert per_key(lake.read(ds)) == expected
+
+
+def _days_rows(first: int, days: int, per_day: int) -> list[tuple]:
+    return [
+        (f"2024-04-0{1 + d}T{i % 24:02d}:00:00Z", f"#c{i % 3}", f"u{first + i}", i)
+        for d in range(days)
+        for i in range(per_day)
+    ]
+
+
+def test_small_jobs_of_a_datasource_run_as_one_batch_and_one_publish(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """Four chunks needing a minor job each: one compactor runs them as ONE compaction task
+    (one Spark write, one publish), each chunk's outputs in that chunk. A batch with a stale
+    job (its chunk compacted meanwhile) is refused as a whole and its jobs run one by one."""
+    written = []
+    for first in (0, 100, 200):  # three segments in each of four DAY chunks
+        batch = _days_rows(first, 4, 6)
+        written += batch
+        assert lake.append(events(spark, batch), ds, spec(50)).status == "SUCCESS"
+    lake.set_compaction_config(ds, CompactionConfig(planner=RatioPlanner(ratio=1.0)))
+    tasks_before = {t.task_id for t in lake.tasks(ds)}
+    manager = lake.compaction_manager(datasources=[ds])
+    manager.run_pass()
+    assert len(manager.queue("default")) == 4
+    manager.run(compactors=1, once=True)
+    assert manager.outcomes == {"committed": 4, "refused": 0, "failed": 0}
+    (task,) = [t for t in lake.tasks(ds) if t.task_id not in tasks_before]
+    assert task.input_segments == 12
+    visible = lake.timeline(ds).visible_segments()
+    assert len(visible) == 4
+    assert len({s.interval for s in visible}) == 4  # one output per chunk, in its chunk
+    assert lake.compaction_status(ds).running == ()
+    expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
+    assert per_key(lake.read(ds)) == expected
+
+    for first in (300, 400):  # two more segments per chunk: four jobs again
+        batch = _days_rows(first, 4, 6)
+        written += batch
+        lake.append(events(spark, batch), ds, spec(50))
+    manager.run_pass()
+    jobs = manager.take_batch()
+    assert len(jobs) == 4
+    stale = jobs[1]
+    assert lake.compact(ds, mode="minor", segments=list(stale.segments)).status == "SUCCESS"
+    outcomes = manager.run_batch(jobs, compactor="test")
+    assert sorted(o.status for o in outcomes) == ["committed"] * 3 + ["refused"]
+    assert next(o for o in outcomes if o.job == stale).status == "refused"
+    assert len(lake.timeline(ds).visible_segments()) == 4
+    expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
+    assert per_key(lake.read(ds)) == expected

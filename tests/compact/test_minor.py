@@ -78,3 +78,32 @@ def _rolled(spark: SparkSession, lake: Lake, rows: list[tuple]):
     ref = f"ref_{uuid.uuid4().hex[:8]}"
     lake.append(events(spark, rows), ref, spec())
     return lake.read(ref)
+
+
+def test_minor_leaves_a_large_segment_alone_and_merges_the_small_ones(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """Three small appends next to a large segment: only the small ones are rewritten (the
+    manager's ratio rule), so compacting a day does not cost its whole size each time."""
+    big = [(f"2024-01-01T{h % 24:02d}:10:00Z", "#big", f"u{h}", h) for h in range(3000)]
+    written = list(big)
+    lake.append(events(spark, big), ds, spec())
+    (large,) = lake.used_segments(ds)
+    for channel in ("#a", "#b", "#c"):
+        rows = batch("2024-01-01", 3, channel)
+        written += rows
+        lake.append(events(spark, rows), ds, spec())
+    before = per_key(lake.read(ds))
+
+    report = lake.compact(ds, mode="minor")
+
+    assert (report.status, report.input_segments, report.segments) == ("SUCCESS", 3, 1)
+    visible = lake.timeline(ds).visible_segments()
+    assert large in visible  # same id, same file: not rewritten
+    (merged,) = [s for s in visible if s != large]
+    spec_out = merged.shard_spec
+    assert isinstance(spec_out, NumberedOverwriteShardSpec)
+    assert (spec_out.start_root_partition_id, spec_out.end_root_partition_id) == (1, 4)
+    assert per_key(lake.read(ds)) == before == per_key(_rolled(spark, lake, written))
+    # Compacted as wanted: a second call finds nothing worth doing.
+    assert lake.compact(ds, mode="minor").status == "SKIPPED"
