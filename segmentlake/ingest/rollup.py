@@ -64,27 +64,24 @@ def perfect_rollup_rows(
     *,
     key_token: str,
 ) -> DataFrame:
-    """The rows to write for perfect rollup, in ONE shuffle: each kept row is tagged with its
-    bucket (a function of its time and dimensions, so every row of a rolled-up key gets the
-    same one) and its write key ``<chunk ms>.<bucket>.<token>``, shuffled by that key, then
-    rolled up per (time, dimensions) inside the task that holds the key — one Spark task, one
-    file, per segment. Hash partitioning by the key alone satisfies the aggregation's
-    clustering (the key is one of its grouping columns), so Spark adds no second shuffle;
-    rolling up first and then shuffling the rolled-up rows by key, as before, moved every
-    row twice."""
+    """The rows to write for perfect rollup: rolled up per (chunk, time, dimensions) — Spark
+    combines each input task's rows before the shuffle (partial aggregation) and merges them
+    after — then tagged with their bucket and shuffled once more, rolled up, by
+    ``<chunk ms>.<bucket>.<token>``: one Spark task, one file, per segment."""
     kept = kept_rows(parsed)
     metrics = [F.col(m.name) for m in spec.metrics]
-    key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
-    tagged = partitioning.tag(kept).withColumn(SEGMENT_KEY, F.concat(key, F.lit(f".{key_token}")))
-    keys = [F.col(SEGMENT_KEY), F.col(TIME), *[F.col(d) for d in dimensions]]
     if spec.granularity_spec.rollup:
+        keys = [F.col(CHUNK), F.col(TIME), *[F.col(d) for d in dimensions]]
         aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics]
-        shuffled = tagged.repartition(SEGMENT_KEY)
-        rolled = shuffled.groupBy(*keys).agg(*(aggregates or [F.count(F.lit(1)).alias("__n")]))
+        rolled = kept.groupBy(*keys).agg(*(aggregates or [F.count(F.lit(1)).alias("__n")]))
     else:
-        rolled = _unrolled(tagged, spec, keys).repartition(SEGMENT_KEY)
+        rolled = _unrolled(kept, spec, [F.col(CHUNK), F.col(TIME), *map(F.col, dimensions)])
+    key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
+    tagged = partitioning.tag(rolled).withColumn(SEGMENT_KEY, F.concat(key, F.lit(f".{key_token}")))
     time = F.timestamp_millis(F.col(TIME)).alias("__time")
-    return rolled.select(time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY))
+    return tagged.repartition(SEGMENT_KEY).select(
+        time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY)
+    )
 
 
 def _unrolled(kept: DataFrame, spec: IngestionSpec, keys: list[Column]) -> DataFrame:

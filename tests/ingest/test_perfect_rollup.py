@@ -282,7 +282,7 @@ def test_range_on_a_number_fails_clearly(spark: SparkSession, lake: Lake, ds: st
     assert lake.used_segments(ds) == []
 
 
-def test_rows_are_shuffled_once_by_segment_key(spark: SparkSession) -> None:
+def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
     from segmentlake.core.ingest_spec import IngestionSpec
     from segmentlake.ingest.parse import parse_input
     from segmentlake.ingest.partitioning import ChunkPartitions, Partitioning
@@ -299,16 +299,12 @@ def test_rows_are_shuffled_once_by_segment_key(spark: SparkSession) -> None:
     rows = perfect_rollup_rows(parsed.frame, spec, parsed.dimensions, partitioning, key_token="t")
 
     plan = rows._jdf.queryExecution().executedPlan().toString()
-    # One exchange, by segment key, with the rollup above it: each segment is rolled up and
-    # written by the one task that holds its key (rolling up before the shuffle needed a
-    # second exchange of the rolled-up rows by key).
-    assert plan.count("Exchange hashpartitioning(") == 1
-    exchange = plan.index("Exchange hashpartitioning(__segment")
-    assert "sum(" in plan[:exchange]
-    assert "count(" in plan[:exchange]
-    written = rows.groupBy("__segment").count().collect()
-    assert len(written) == 2
-    assert sum(r["count"] for r in written) == rows.count()
+    # Map side: partial aggregates below the first exchange; then one more exchange of the
+    # rolled-up rows by segment key.
+    first_exchange = plan.rindex("Exchange hashpartitioning(__chunk_ms")
+    assert "partial_sum" in plan[first_exchange:]
+    assert "partial_count" in plan[first_exchange:]
+    assert "Exchange hashpartitioning(__segment" in plan[:first_exchange]
 
 
 # -- pruning over real perfect-rollup ingestion ----------------------------------------------
