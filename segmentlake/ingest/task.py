@@ -92,6 +92,8 @@ from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
 __all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
+_FILL = 0.8
+
 logger = logging.getLogger(__name__)
 
 _SHOWN_BAD_ROWS = 5
@@ -379,7 +381,7 @@ def _write(
     # Files never outgrow a segment: an oversized segment becomes several by moving whole
     # files to new keys (metadata only, see _split), never by writing its rows again.
     limit = None if partitioning is not None else _segment_row_limit(run)
-    versions = write_rows(log, rows, max_records_per_file=limit)
+    versions = write_rows(log, rows, max_records_per_file=None if limit is None else _fill(limit))
     _count(run, parsed, observation.get)
     parts = 1 if partitioning is None else 2
     return written_segments(log, versions, _key_filter(run.key_token, parts)), versions
@@ -399,6 +401,12 @@ def _key_filter(token: str, parts: int) -> Callable[[str], bool]:
     return mine
 
 
+def _fill(limit: int) -> int:
+    """Rows a split segment is filled to: 80% of ``maxRowsPerSegment``, the headroom the
+    hash-bucket split this replaced aimed at (its segments stay the same size)."""
+    return max(1, int(limit * _FILL))
+
+
 def _segment_row_limit(run: _Run) -> int | None:
     limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
     return None if limit is None else int(limit)
@@ -411,8 +419,8 @@ def _split(
     versions: tuple[int, int],
     limit: int,
 ) -> dict[str, WrittenSegment]:
-    """Each segment above ``limit`` rows becomes several of at most ``limit``: its files (none
-    above ``limit`` rows, the write saw to it) are packed into groups and moved to keys
+    """Each segment above ``limit`` rows becomes several of at most 80% of it (:func:`_fill`):
+    its files (none larger, the write saw to it) are packed into groups and moved to keys
     ``<chunk ms>.<group>.<token>`` in one Delta commit of the datasource table that rewrites
     no row (:func:`rekey_files`)."""
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
@@ -427,7 +435,7 @@ def _split(
     again: dict[str, WrittenSegment] = {}
     for key, found in files.items():
         sizes = {p: (rows, size) for p, rows, size in found}
-        groups = pack_files([(p, rows) for p, rows, _ in found], limit)
+        groups = pack_files([(p, rows) for p, rows, _ in found], _fill(limit))
         for group_number, group in enumerate(groups):
             new_key = f"{key_order(key)[0]}.{group_number}.{run.key_token}"
             moves.update(dict.fromkeys(group, new_key))
