@@ -1,4 +1,4 @@
-"""Batch ingestion tasks: ``append`` (segment locks) and ``overwrite`` (time-chunk locks).
+"""Batch ingestion tasks: ``append`` (ids at publish) and ``overwrite`` (time-chunk locks).
 
 Both run these phases, each logged as it ends:
 
@@ -8,13 +8,13 @@ Both run these phases, each logged as it ends:
 3. **write** — ONE Spark job writes one segment per chunk into the datasource's Delta table,
    under ``__segment`` values unique to this task, and counts every input row by fate as it
    goes (observed metrics). Unparseable rows beyond ``max_parse_exceptions`` fail the task
-   right after it; no file holds more than ``max_rows_per_segment`` rows, and a segment
-   above it becomes several by moving whole files to new keys in one Delta commit
+   right after it; no file holds more than 80% of ``max_rows_per_segment`` rows, and a
+   segment above it becomes several by moving whole files to new keys in one Delta commit
    (**split**: metadata only, no row written twice);
-4. **allocate** (append) — segment ids with their segment locks, in the existing chunks'
-   versions, in one metadata commit;
-5. **publish** — the segments (and an overwrite's tombstones) with the task's report, in one
-   metadata commit that checks the locks are still held and releases them.
+4. **publish** — an append's segment ids (in the existing chunks' versions, with the lock
+   check allocation makes) and its segments, or an overwrite's segments and tombstones, with
+   the task's report, in one metadata commit; an overwrite's checks that its locks are
+   still held and releases them.
 
 A failure anywhere publishes nothing: the rows already written are under keys no segment
 points to, so no reader sees them, and the old data stays visible.
@@ -92,6 +92,8 @@ from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
 __all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
+# Split segments are filled to 80% of maxRowsPerSegment: the headroom of the hash-bucket
+# split this replaced, so segment sizes stayed what they were.
 _FILL = 0.8
 
 logger = logging.getLogger(__name__)
