@@ -399,9 +399,9 @@ class Lake:
         lock_timeout_s: float = 60.0,
     ) -> TaskReport:
         """Append ``df``'s rows to ``datasource`` as new segments in the existing chunks'
-        versions (segment locks, centralized allocation): existing data stays visible, and
-        appends from any number of drivers never conflict. Rows outside ``interval`` (if
-        given) are counted and skipped. Returns the task report.
+        versions (ids allocated in the publish commit, after the write): existing data
+        stays visible, and appends from any number of drivers never conflict. Rows outside
+        ``interval`` (if given) are counted and skipped. Returns the task report.
 
         >>> spec = {"granularitySpec": {"segmentGranularity": "day"}}
         >>> lake.append(df, "wiki", spec).summary()  # doctest: +SKIP
