@@ -19,7 +19,14 @@ import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.interval_index import IntervalIndex
-from segmentlake.core.locks import LockGranularity, LockRequest, LockType, decide_lock, next_version
+from segmentlake.core.locks import (
+    LockGranularity,
+    LockRequest,
+    LockType,
+    TaskLock,
+    decide_lock,
+    next_version,
+)
 from segmentlake.core.segment import SegmentId
 from segmentlake.core.shard_spec import (
     FIRST_GENERATION_PARTITION_ID_MAX,
@@ -45,7 +52,7 @@ from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, PartitionState, ScopeTooNarrow, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
-__all__ = ["AllocateRequest", "ChunkSlot", "allocate", "check_space", "chunk_for"]
+__all__ = ["AllocateRequest", "ChunkSlot", "allocate", "check_space", "chunk_for", "refused"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,15 +182,7 @@ def allocate(
                 lease_millis=lockbox.lease_ms,
             )
             if verdict.granted is None:
-                raise LockRefused(
-                    f"cannot allocate in {datasource} {chunk.interval}: held by "
-                    + ", ".join(
-                        f"{lk.group_id} ({lk.lock_type.value} {lk.granularity.value}, "
-                        f"priority {lk.priority})"
-                        for lk in verdict.conflicting
-                    ),
-                    conflicting=verdict.conflicting,
-                )
+                raise refused("allocate in", datasource, chunk.interval, verdict.conflicting)
             granted = verdict.granted
             locks.add(granted.interval.start_millis, granted.interval.end_millis, granted)
             entry = PendingSegment(
@@ -210,6 +209,19 @@ def allocate(
         condition=condition,
         scope=scope,
         policy=lockbox.retry,
+    )
+
+
+def refused(
+    what: str, datasource: str, interval: Interval, conflicting: Sequence[TaskLock]
+) -> LockRefused:
+    """The refusal of a new segment id in ``interval``, naming the locks that hold it."""
+    holders = ", ".join(
+        f"{lk.group_id} ({lk.lock_type.value} {lk.granularity.value}, priority {lk.priority})"
+        for lk in conflicting
+    )
+    return LockRefused(
+        f"cannot {what} {datasource} {interval}: held by {holders}", conflicting=tuple(conflicting)
     )
 
 

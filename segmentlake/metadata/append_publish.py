@@ -29,16 +29,21 @@ import pyarrow.compute as pc
 from segmentlake.core.interval_index import IntervalIndex
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType, decide_lock
 from segmentlake.core.segment import DataSegment, SegmentId
-from segmentlake.errors import LockRefused
-from segmentlake.metadata.allocation import AllocateRequest, ChunkSlot, check_space, chunk_for
+from segmentlake.metadata.allocation import (
+    AllocateRequest,
+    ChunkSlot,
+    check_space,
+    chunk_for,
+    refused,
+)
 from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, span_scope
-from segmentlake.metadata.publish import check_new_ids, segment_inserts
+from segmentlake.metadata.publish import check_new_ids, new_segment_changes
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, Row, lock_from_row, lock_row
 from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.store import Change, ChangeBatch, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, Requirement, transact
 from segmentlake.metadata.upgrade import upgrades
-from segmentlake.metadata.visibility import affected_scope, visibility_changes
+from segmentlake.metadata.visibility import affected_scope
 
 __all__ = ["AppendResult", "publish_append"]
 
@@ -101,18 +106,7 @@ def publish_append(
         )
         check_new_ids(state, segments)
         copies = upgrades(state, segments, replaced=None, appended=True)
-        new = [*segments, *copies]
-        used = [r for r in state.of(SEGMENT) if r["used"]]
-        used_ids = {r["id"] for r in used}
-        states, updates = visibility_changes(
-            used,
-            added=[s for s in new if str(s.id) not in used_ids],
-            changed=[s.interval for s in new],
-            scope=state.scope,
-            now_ms=at,
-        )
-        changes += segment_inserts(new, at, states)
-        changes += updates
+        changes += new_segment_changes(state, [*segments, *copies], at)
         if extra_rows is not None:
             changes += [Change("upsert", row) for row in extra_rows(copies)]
         changes += expired_lock_deletes(state, at)
@@ -176,15 +170,7 @@ def _segments(
             lease_millis=lockbox.lease_ms,
         )
         if verdict.granted is None:
-            raise LockRefused(
-                f"cannot append to {datasource} {slot.interval}: held by "
-                + ", ".join(
-                    f"{lk.group_id} ({lk.lock_type.value} {lk.granularity.value}, "
-                    f"priority {lk.priority})"
-                    for lk in verdict.conflicting
-                ),
-                conflicting=verdict.conflicting,
-            )
+            raise refused("append to", datasource, slot.interval, verdict.conflicting)
         for lock in verdict.revoke:  # once each, however many requests it stood in the way of
             row = lock_row(replace(lock, revoked=True), now_ms=at)
             revoked[row["id"]] = Change("upsert", row)

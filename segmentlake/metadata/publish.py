@@ -42,7 +42,13 @@ from segmentlake.metadata.transaction import Decision, Requirement, transact
 from segmentlake.metadata.upgrade import upgrades
 from segmentlake.metadata.visibility import affected_scope, visibility_changes
 
-__all__ = ["PublishResult", "check_new_ids", "publish", "segment_inserts"]
+__all__ = [
+    "PublishResult",
+    "check_new_ids",
+    "new_segment_changes",
+    "publish",
+    "segment_inserts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,18 +124,7 @@ def publish(
         check_new_ids(state, segments)
         published = [str(seg.id) for seg in segments]
         copies = upgrades(state, segments, replaced=replaced, appended=appended)
-        new = [*segments, *copies]
-        used = [r for r in state.of(SEGMENT) if r["used"]]
-        used_ids = {r["id"] for r in used}
-        states, updates = visibility_changes(
-            used,
-            added=[s for s in new if str(s.id) not in used_ids],
-            changed=[s.interval for s in new],
-            scope=state.scope,
-            now_ms=at,
-        )
-        changes = segment_inserts(new, at, states)
-        changes += updates
+        changes = new_segment_changes(state, [*segments, *copies], at)
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
         changes += [Change("upsert", row) for row in rows]
         if extra_changes is not None:
@@ -158,6 +153,23 @@ def publish(
 # From this many segments on a publish writes its records as one Arrow batch; fewer are row
 # changes (Arrow's fixed cost per call is more than a few rows' dicts).
 _BULK_SEGMENTS = 64
+
+
+def new_segment_changes(
+    state: PartitionState, new: Sequence[DataSegment], at: int
+) -> list[Change | ChangeBatch]:
+    """The records of the segments a publish adds (those not already used: a retry), with
+    the visibility changes they make to the used segments ``state`` read."""
+    used = [r for r in state.of(SEGMENT) if r["used"]]
+    used_ids = {r["id"] for r in used}
+    states, updates = visibility_changes(
+        used,
+        added=[s for s in new if str(s.id) not in used_ids],
+        changed=[s.interval for s in new],
+        scope=state.scope,
+        now_ms=at,
+    )
+    return [*segment_inserts(new, at, states), *updates]
 
 
 def segment_inserts(
