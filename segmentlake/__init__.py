@@ -134,7 +134,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # importlib.metadata costs ~50 modules: only when asked
+    if name == "__version__":  # importlib.metadata imports many modules: only when asked
         from importlib.metadata import PackageNotFoundError, version
 
         try:

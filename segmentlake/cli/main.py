@@ -174,7 +174,7 @@ class _NoPandas(importlib.abc.MetaPathFinder):
 
 def _pyarrow_without_pandas() -> None:
     """Let pyarrow settle, once, that pandas is absent. On its first conversion of a Python
-    value pyarrow imports pandas (0.4-0.6 s, half of a metadata command's run) only to tell
+    value pyarrow imports pandas (a large share of a metadata command's run) only to tell
     pandas values apart; metadata commands never hold any. pandas stays importable: only
     this one check runs with the import refused."""
     import pyarrow as pa

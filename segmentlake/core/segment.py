@@ -196,7 +196,7 @@ class DataSegment:
         is built in a third of the time. ``load_spec`` must be a dict no one else holds."""
         segment = object.__new__(cls)
         # The slots' own setters: a frozen dataclass refuses setattr, and object.__setattr__
-        # by name costs three times as much (10^5 segments are built per inspection).
+        # by name costs several times as much (an inspection builds every segment).
         (
             set_datasource,
             set_interval,

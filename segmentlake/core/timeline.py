@@ -66,7 +66,7 @@ class TimelineObjectHolder:
 
 
 # TimelineObjectHolder's slot setters: a lookup of all time may return 10^6 holders, and a
-# frozen dataclass's __init__ (object.__setattr__ by name) costs three times as much.
+# frozen dataclass's __init__ (object.__setattr__ by name) costs several times as much.
 _HOLDER_SETTERS = tuple(
     getattr(TimelineObjectHolder, name).__set__
     for name in ("interval", "version", "segments", "chunk_interval")

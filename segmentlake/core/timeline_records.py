@@ -90,7 +90,7 @@ def _ints(values: Iterable[int]) -> IntArray:
 class LoadedChunk(NamedTuple):
     """One chunk handed over to the timeline: its interval, version and segments. A named
     tuple, not a frozen dataclass: 10^6 of them may be made at once, and a frozen
-    dataclass's ``__init__`` costs four times as much."""
+    dataclass's ``__init__`` costs several times as much."""
 
     start: int
     end: int

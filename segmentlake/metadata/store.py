@@ -83,15 +83,16 @@ logger = logging.getLogger(__name__)
 
 METADATA_VERSION = 2
 # A partition with this many files is folded into one by the next commit's upkeep: delta-rs
-# materializes every live file's metadata on each snapshot update (measured: 1.3 ms at 1 file,
-# 16 ms at 300), so the hot path stays fast only while the table has few files.
+# materializes every live file's metadata on each snapshot update (a cost linear in the
+# files), so the hot path stays fast only while the table has few files.
 UPKEEP_FILES = 16
 # How long the upkeep keeps a deletion's tombstone in the files it folds (see state.py).
 TOMBSTONE_RETENTION_MS = 3_600_000
 CHECKPOINT_EVERY = 50
 # ...and no sooner than this after the last one: a checkpoint carries an action per file
-# within vacuum retention, so at 60 commits/s one every 50 versions wrote 2.5 MB a second
-# and kept 500 MB of them. Ten seconds of entries are a few hundred small files to replay.
+# within vacuum retention, so at high commit rates checkpoints every CHECKPOINT_EVERY
+# versions wrote megabytes a second. Ten seconds of entries are a few hundred small files
+# to replay.
 CHECKPOINT_MIN_INTERVAL_S = 10.0
 CLEANUP_EVERY = 500
 CLEANUP_OVERDUE_S = 60.0
@@ -99,7 +100,7 @@ CLEANUP_OVERDUE_S = 60.0
 # entries after the version it read (the winners' records) for as long as it decides and
 # commits: far less than this. A reader behind a deleted entry reloads from the checkpoint.
 # Every load lists the log, and a listing that meets a commit being linked sees a gap
-# (load_through_gaps): at 65 commits/s five minutes of entries (20,000) made a listing long
+# (load_through_gaps): with minutes of entries kept at high commit rates, a listing is long
 # enough to meet one nearly every time.
 LOG_RETENTION_MS = 2 * 60_000
 # Long repeated strings (segment descriptors, schemas) stay dictionary-encoded in memory.
@@ -552,7 +553,7 @@ class MetadataStore:
         # on top of the version it read). A fold is one process's work: the commit that
         # brings the partition to UPKEEP_FILES starts it, and only a partition left at twice
         # that (a fold that failed) makes every commit try. Several writers each folding
-        # the same files, all but one in vain, took half of every writer's CPU.
+        # the same files, all but one in vain, cost every writer a large share of its CPU.
         files = sum(1 for f in self.table.files() if f.datasource == datasource)
         if files == UPKEEP_FILES or files >= 2 * UPKEEP_FILES:
             self._note_announcements(datasource, version)
@@ -562,7 +563,7 @@ class MetadataStore:
         if version % CHECKPOINT_EVERY == 0 and self._checkpoint_due():
             # Also clean up when this process has not for a while: the commit landing on a
             # multiple of CLEANUP_EVERY may find its upkeep thread busy and skip it, and at
-            # 60 commits/s with folds that was every time (20,000 log entries kept).
+            # high commit rates with folds that happened every time.
             overdue = time.monotonic() - self._cleaned > CLEANUP_OVERDUE_S
             cleanup = version % CLEANUP_EVERY == 0 or overdue
             jobs.append(lambda: self.checkpoint(cleanup=cleanup))
@@ -600,7 +601,7 @@ class MetadataStore:
             logger.debug("metadata log cleanup: %d entries deleted", deleted)
             # full=True: delta-rs's default ("lite") vacuum only looks at tombstones the
             # snapshot still holds, which are exactly the ones not yet past retention, so it
-            # deleted nothing here (28,000 folded-away files after 20,000 commits).
+            # never deletes the folded-away files.
             load_through_gaps(
                 lambda: table.vacuum(dry_run=False, enforce_retention_duration=True, full=True)
             )
@@ -608,9 +609,8 @@ class MetadataStore:
     def _claimed_upkeep(self, datasource: str) -> UpkeepReport | None:
         """:meth:`upkeep`, announced first by a commit of no rows: the other writers of the
         partition see the claim as they follow the log and leave the fold to this process
-        for FOLD_CLAIM_S. On a busy partition a fold takes seconds of a background thread
-        (measured: 2.8 s at 8 writers on 2 cores), long enough for every writer to start the
-        same fold, all but one in vain."""
+        for FOLD_CLAIM_S. On a busy partition a fold takes seconds of a background thread,
+        long enough for every writer to start the same fold, all but one in vain."""
         record = {
             "id": f"upkeep_claim:{uuid.uuid4()}",
             "op": "upkeep_claim",
@@ -935,8 +935,8 @@ def _to_fold(files: list[DataFile]) -> tuple[list[DataFile], bool]:
 
     Below the full fold, folds are size-tiered: the smallest files, up to one that holds
     more than TIER_RATIO times what they add up to. Folding every small file into the last
-    partial fold rewrote that fold each time (at 8 writers the upkeep took half of every
-    process's CPU); tiered, a row is rewritten a logarithmic number of times."""
+    partial fold rewrote that fold each time (with many writers the upkeep took a large share
+    of every process's CPU); tiered, a row is rewritten a logarithmic number of times."""
     base = max(files, key=lambda f: f.num_records)
     rest = sorted((f for f in files if f is not base), key=lambda f: f.num_records)
     if not rest or sum(f.num_records for f in rest) >= FULL_FOLD_SHARE * base.num_records:
@@ -1011,7 +1011,7 @@ def _filtered(table: pa.Table, condition: pc.Expression) -> pa.Table:
     """``table``'s rows matching ``condition``, evaluated on this thread. ``Table.filter``
     runs an Acero plan on Arrow's thread pool; for the few rows a transaction reads, the hand
     offs cost more than the filter, and with several processes per core they cost a scheduler
-    slice each (measured: 27 ms a filter with 8 writers on 2 cores)."""
+    slice each."""
     if not table.num_rows:
         return table
     plan = acero.Declaration.from_sequence(
@@ -1069,8 +1069,8 @@ def _versions(changes: Sequence[Change], batches: Sequence[ChangeBatch], *, rev:
     """The new row versions of ``changes`` and ``batches`` as a table of the file schema."""
     parts = []
     if changes:
-        # Arrow picks the schema's columns from the row dicts (a Python dict per row per
-        # column cost 15 us a row: 0.15 s of a 10^4-segment publish).
+        # Arrow picks the schema's columns from the row dicts (building a Python dict per row
+        # per column was a visible share of a large publish).
         table = pa.Table.from_pylist([c.row for c in changes], schema=TABLE_SCHEMA_FILE)
         parts.append(_stamped(table, [c.op == "delete" for c in changes], rev))
     for batch in batches:

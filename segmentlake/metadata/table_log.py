@@ -244,8 +244,8 @@ class TableLog:
 T = TypeVar("T")
 # A directory is not listed atomically: a listing taken while other processes link new log
 # entries can hold version v + 1 without v, and delta-rs's kernel then refuses the log as
-# having a gap (seen at 65 commits/s: every checkpoint of a 10^4-commit run failed so). The
-# gap is gone by the next listing.
+# having a gap (at high commit rates often enough to fail checkpoints: docs/decisions.md,
+# "Measurements behind the code"). The gap is gone by the next listing.
 _LISTING_GAP = "Expected contiguous commit files"
 _GAP_RETRIES = 12  # pauses of up to 0.02 s x attempt: 1.5 s in all at most
 

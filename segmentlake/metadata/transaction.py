@@ -98,7 +98,7 @@ class RetryPolicy:
     """Jittered backoff between decisions a conflict undid, growing for the first
     ``growth_attempts`` attempts only. A backoff that keeps growing starves the writer that
     keeps losing: the winner comes back at once while the loser sleeps longer each time
-    (measured on one hot chunk: a 20 s longest wait with growth up to 1 s). With the same
+    (docs/decisions.md, "Measurements behind the code"). With the same
     bounded window for everybody, each round's winner is a fair draw."""
 
     max_attempts: int = 60

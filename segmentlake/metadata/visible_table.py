@@ -217,7 +217,8 @@ def _load(visible: TableLog) -> DeltaTable | None:
 
 # Per thread (a delta-rs table object is not for sharing between threads), the tables this
 # thread synced last: brought up to date by reading only the log entries after the version
-# they hold, instead of loading a snapshot of 10^4 files again (~0.1 s each at 10^4).
+# they hold, instead of loading a snapshot of every file again (a cost that grows with the
+# table's files; docs/decisions.md, "Measurements behind the code").
 _tables = threading.local()
 
 

@@ -6,8 +6,8 @@ chain, which consults ``~/.m2`` first and fails outright when that holds POMs wi
 Maven Central, retrieve into ``<cache>/jars/<artifact>-<version>/`` and hand Spark plain paths via
 ``spark.jars``. Dependencies whose artifact Spark already ships (Hadoop, Parquet, Jackson,
 log4j, Scala, ...) are excluded from the resolution: Spark's copies win on the classpath anyway,
-older duplicates only invite mixed-version class loading, and skipping them cuts the download
-from ~90 MB to ~15 MB.
+older duplicates only invite mixed-version class loading, and skipping them cuts most of the
+download.
 """
 
 from __future__ import annotations
