@@ -13,8 +13,8 @@ Every key at every level is one of:
   would be accepted; nothing is silently ignored.
 
 The reading itself is :mod:`segmentlake.druid.task_reader`.
-:meth:`DruidIngestTask.to_dict` writes Druid's JSON back (``from_dict(to_dict(t)) == t``). The
-engine that runs a task is :func:`segmentlake.druid_runner.run_druid_task`; the fields and
+:meth:`DruidIngestTask.to_dict` writes Druid's JSON back (``from_dict(to_dict(t)) == t``). A
+task runs on a ``Lake`` with :func:`segmentlake.druid_runner.run_druid_task`; the fields and
 their meaning on Spark are tabulated in docs/druid-specs.md.
 """
 
