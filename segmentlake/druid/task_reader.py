@@ -21,6 +21,7 @@ from segmentlake.core.spec_reader import (
     TASK_TYPES,
     DataSchemaReader,
     SchemaParts,
+    TuningParts,
     at,
     show,
     spec_error,
@@ -55,21 +56,7 @@ class TaskReader(DataSchemaReader):
 
     def task(self, value: Any) -> DruidIngestTask:
         top = self.object(value, "(task)", required=True)
-        if not {"spec", "dataSchema", "ioConfig"} & set(top):
-            self.problem(
-                "spec",
-                "is required: the task's dataSchema, ioConfig and tuningConfig (or those three "
-                "at the top level, Druid's older form)",
-            )
-            raise _error(self.problems)
-        if "spec" in top:
-            self.keys(top, "", ("type", "id", "spec", "context"), TASK_NO_EFFECT)
-            root, prefix = self.object(top["spec"], "spec", required=True), "spec"
-            self.keys(root, prefix, ("dataSchema", "ioConfig", "tuningConfig"))
-        else:  # the older form: dataSchema, ioConfig and tuningConfig at the top level
-            understood = ("type", "id", "context", "dataSchema", "ioConfig", "tuningConfig")
-            self.keys(top, "", understood, TASK_NO_EFFECT)
-            root, prefix = top, ""
+        root, prefix = self.root(top)
         io_path, tuning_path = at(prefix, "ioConfig"), at(prefix, "tuningConfig")
         io = self.object(root.get("ioConfig"), io_path, required=True)
         kind = self.task_type(top, io)
@@ -81,19 +68,7 @@ class TaskReader(DataSchemaReader):
         self.druid_expressions(schema)
         spec = build_spec(self, schema, tuning, root=prefix or "(task)")
         intervals = self.intervals(schema)
-        places = {
-            "intervals": at(prefix, "dataSchema.granularitySpec"),
-            "dropExisting": io_path,
-            "partitionsSpec": tuning_path,
-        }
-        partitions = {} if tuning.partitions is None else tuning.partitions.fields
-        for key, message in mode_problems(
-            append=options["append_to_existing"],
-            drop=options["drop_existing"],
-            has_intervals=_has_intervals(schema),
-            perfect_rollup=partitions.get("type") in _PERFECT_ROLLUP,
-        ):
-            self.problem(at(places[key], key), message)
+        self.mode(options, schema, tuning, prefix)
         if self.problems or spec is None:
             raise _error(self.problems)
         task = self.attempt(
@@ -108,6 +83,43 @@ class TaskReader(DataSchemaReader):
         if task is None:
             raise _error(self.problems)
         return task
+
+    def root(self, top: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+        """The object holding the dataSchema, ioConfig and tuningConfig, and its path:
+        ``spec``, or the task itself in Druid's older form."""
+        if not {"spec", "dataSchema", "ioConfig"} & set(top):
+            self.problem(
+                "spec",
+                "is required: the task's dataSchema, ioConfig and tuningConfig (or those three "
+                "at the top level, Druid's older form)",
+            )
+            raise _error(self.problems)
+        if "spec" in top:
+            self.keys(top, "", ("type", "id", "spec", "context"), TASK_NO_EFFECT)
+            root = self.object(top["spec"], "spec", required=True)
+            self.keys(root, "spec", ("dataSchema", "ioConfig", "tuningConfig"))
+            return root, "spec"
+        understood = ("type", "id", "context", "dataSchema", "ioConfig", "tuningConfig")
+        self.keys(top, "", understood, TASK_NO_EFFECT)
+        return top, ""
+
+    def mode(
+        self, options: Mapping[str, Any], schema: SchemaParts, tuning: TuningParts, prefix: str
+    ) -> None:
+        """Report each contradiction between the task's mode and its spec where it is."""
+        places = {
+            "intervals": at(prefix, "dataSchema.granularitySpec"),
+            "dropExisting": at(prefix, "ioConfig"),
+            "partitionsSpec": at(prefix, "tuningConfig"),
+        }
+        partitions = {} if tuning.partitions is None else tuning.partitions.fields
+        for key, message in mode_problems(
+            append=options["append_to_existing"],
+            drop=options["drop_existing"],
+            has_intervals=_has_intervals(schema),
+            perfect_rollup=partitions.get("type") in _PERFECT_ROLLUP,
+        ):
+            self.problem(at(places[key], key), message)
 
     def task_type(self, top: Mapping[str, Any], io: Mapping[str, Any]) -> str:
         kind = top.get("type", io.get("type", TASK_TYPES[0]))
