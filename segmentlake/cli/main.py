@@ -19,7 +19,7 @@ from segmentlake.cli import manage, tiers
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
-    from segmentlake.core.druid_task import DruidIngestTask
+    from segmentlake.druid.task import DruidIngestTask
     from segmentlake.lake import Lake
 
 __all__ = ["main"]
@@ -342,8 +342,8 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
 
 def _load_task(path: str) -> DruidIngestTask:
     """Read and check a task spec file, and find its input files, before Spark starts."""
-    from segmentlake.core.druid_task import DruidIngestTask
-    from segmentlake.ingest.druid_task import input_files
+    from segmentlake.druid.task import DruidIngestTask
+    from segmentlake.druid_runner import input_files
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -355,7 +355,7 @@ def _load_task(path: str) -> DruidIngestTask:
 
 
 def _ingest(lake: Lake, task: DruidIngestTask, task_id: str | None) -> int:
-    from segmentlake.ingest.druid_task import run_druid_task
+    from segmentlake.druid_runner import run_druid_task
     from segmentlake.ingest.report import TaskReport
 
     try:

@@ -22,7 +22,7 @@ from segmentlake.ingest.visible_rows import (
     visible_rows,
     within,
 )
-from segmentlake.read.filter_domain import domain_of
+from segmentlake.read.catalyst_domain import domain_of
 
 __all__ = [
     "TIME_COLUMN",

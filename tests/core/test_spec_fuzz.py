@@ -36,7 +36,6 @@ from segmentlake.core.compaction_planning import (
     MaskedRowsSelector,
     RatioPlanner,
 )
-from segmentlake.core.druid_task import CONTEXT_NO_EFFECT, TUNING_NO_EFFECT, DruidIngestTask
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval, Period
@@ -44,7 +43,10 @@ from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.partitions_spec import partitions_spec_from_dict
 from segmentlake.core.retention_rules import rule_from_json, rules_from_json
 from segmentlake.core.shard_spec import HASH_PARTITION_FUNCTION
+from segmentlake.core.spec_reader import TUNING_NO_EFFECT
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
+from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT
+from segmentlake.druid.task import DruidIngestTask
 from segmentlake.errors import SpecError
 
 SPECS = Path(__file__).parents[1] / "data" / "druid_tutorial" / "specs"

@@ -13,13 +13,13 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
-from segmentlake.core.druid_task import DruidIngestTask
+from segmentlake.druid.task import DruidIngestTask
+from segmentlake.druid_runner import run_druid_task
 from segmentlake.errors import NotFound, SpecError
-from segmentlake.ingest.druid_task import run_druid_task
 from segmentlake.lake import Lake
 from tests.core.test_one_spec_reader import SCHEMA, TUNING, changed
 from tests.ingest.conftest import ts
-from tests.ingest.test_druid_task import write_json_lines
+from tests.ingest.test_druid_runner import write_json_lines
 
 pytestmark = [pytest.mark.spark]
 

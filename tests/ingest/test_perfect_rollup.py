@@ -375,7 +375,7 @@ def test_pruning_never_drops_a_matching_row(
 
 
 def test_an_equality_filter_reads_one_bucket_per_chunk(lake: Lake, partitioned: list[str]) -> None:
-    from segmentlake.read.filter_domain import domain_of
+    from segmentlake.read.catalyst_domain import domain_of
     from segmentlake.read.reader import visible_partitions
 
     timeline = lake.timeline("pruned_hash1")

@@ -30,7 +30,7 @@ from segmentlake.core.shard_spec import (
 )
 from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.lake import Lake
-from segmentlake.read.filter_domain import domain_of
+from segmentlake.read.catalyst_domain import domain_of
 from segmentlake.read.reader import visible_partitions
 
 pytestmark = [pytest.mark.spark]

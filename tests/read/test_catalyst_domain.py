@@ -21,7 +21,7 @@ from pyspark.sql.types import (
 )
 
 from segmentlake.core.filter_domain import Bound, Domain, Range, Values, comparison
-from segmentlake.read.filter_domain import domain_of
+from segmentlake.read.catalyst_domain import domain_of
 
 pytestmark = [pytest.mark.spark]
 
@@ -149,6 +149,6 @@ def test_columns_without_a_jvm_expression_constrain_nothing(
     class ConnectColumn:  # what Spark Connect hands out: no _jc
         pass
 
-    with caplog.at_level(logging.DEBUG, logger="segmentlake.read.filter_domain"):
+    with caplog.at_level(logging.DEBUG, logger="segmentlake.read.catalyst_domain"):
         assert domain_of(ConnectColumn(), TYPES, spark=spark) == {}  # type: ignore[arg-type]
     assert "no pruning" in caplog.text

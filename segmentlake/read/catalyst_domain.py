@@ -76,7 +76,7 @@ def domain_of(
         if expression is None:
             _log.debug("filter %r: no Catalyst expression (Spark Connect?); no pruning", filter)
             return {}
-        return _Reader(column_types).domain(expression)
+        return _CatalystWalker(column_types).domain(expression)
     except Exception:
         _log.debug("filter %r: domain not read; no pruning", filter, exc_info=True)
         return {}
@@ -126,7 +126,7 @@ def _is_binary_string(data_type: DataType) -> bool:
     )
 
 
-class _Reader:
+class _CatalystWalker:
     """Walks one expression against one table's columns."""
 
     def __init__(self, column_types: Mapping[str, DataType]) -> None:

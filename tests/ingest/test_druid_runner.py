@@ -16,10 +16,10 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
 from segmentlake.cli.main import main
-from segmentlake.core.druid_task import DruidIngestTask
 from segmentlake.core.shard_spec import HashBasedNumberedShardSpec
+from segmentlake.druid.task import DruidIngestTask
+from segmentlake.druid_runner import run_druid_task
 from segmentlake.errors import SpecError
-from segmentlake.ingest.druid_task import run_druid_task
 from segmentlake.lake import Lake
 from tests.ingest.conftest import ts
 

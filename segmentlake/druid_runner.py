@@ -37,9 +37,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from segmentlake.core.druid_task import DruidIngestTask, InputFormat, LocalInputSource
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
+from segmentlake.druid.input import InputFormat, LocalInputSource
+from segmentlake.druid.task import DruidIngestTask
 from segmentlake.errors import BadRowsError, NotFound, SpecError
 from segmentlake.ingest.parse import (
     CHUNK,
@@ -54,7 +55,7 @@ from segmentlake.ingest.parse import (
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.spark.connect import require_classic
 
-if TYPE_CHECKING:  # the engine is called with the surface's Lake; it never imports it
+if TYPE_CHECKING:  # annotations only: importing the runner need not load the whole surface
     from segmentlake.lake import Lake
 
 __all__ = ["input_files", "read_input", "run_druid_task", "with_druid_default_types"]
