@@ -39,7 +39,7 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
-from segmentlake.core.names import check_datasource_name
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, check_datasource_name
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
@@ -51,14 +51,6 @@ from segmentlake.errors import (
     first_line,
 )
 from segmentlake.faults import crash_point
-from segmentlake.ingest.datasource_table import (
-    WrittenSegment,
-    datasource_path,
-    pack_files,
-    rekey_files,
-    write_rows,
-    written_segments,
-)
 from segmentlake.ingest.parse import (
     FILTERED,
     OUTSIDE_INTERVAL,
@@ -69,15 +61,10 @@ from segmentlake.ingest.parse import (
 )
 from segmentlake.ingest.partitioning import Partitioning, determine_partitions
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.rollup import (
-    SEGMENT_KEY,
-    kept_rows,
-    key_order,
-    perfect_rollup_rows,
-    segment_rows,
-)
+from segmentlake.ingest.rollup import kept_rows, perfect_rollup_rows, segment_rows
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.append_publish import publish_append
+from segmentlake.metadata.file_moves import rekey_files
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
@@ -89,6 +76,14 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import published_report, record_task, succeeded_in, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
+from segmentlake.storage.segment_keys import delta_load_spec, key_order
+from segmentlake.storage.table_files import (
+    WrittenSegment,
+    datasource_path,
+    pack_files,
+    write_rows,
+    written_segments,
+)
 
 __all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
@@ -428,7 +423,7 @@ def _split(
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
     files: dict[str, list[tuple[str, int, int]]] = {}
     for added in log.added_files(versions[0] + 1, versions[1]):
-        key = added.partition_values.get(SEGMENT_KEY)
+        key = added.partition_values.get(SEGMENT_KEY_COLUMN)
         if key in written and written[key].num_rows > limit:
             files.setdefault(key, []).append(
                 (added.path, int(added.stats["numRecords"]), added.size)
@@ -598,7 +593,7 @@ class _Describe:
             sid_interval,
             version,
             spec,
-            load_spec={"type": "delta", "path": self.path, "segment": w.key},
+            load_spec=delta_load_spec(self.path, w.key),
             dimensions=self.dimensions,
             metrics=tuple(m.name for m in self.run.spec.metrics),
             size=w.size,

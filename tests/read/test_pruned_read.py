@@ -28,10 +28,10 @@ from segmentlake.core.shard_spec import (
     ShardSpec,
     SingleDimensionShardSpec,
 )
-from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.lake import Lake
 from segmentlake.read.filter_domain import domain_of
-from segmentlake.read.reader import visible_partitions
+from segmentlake.storage.table_files import datasource_path
+from segmentlake.storage.visible_rows import partitions
 
 pytestmark = [pytest.mark.spark]
 
@@ -165,7 +165,7 @@ def all_rows(lake: Lake) -> DataFrame:
 def kept_keys(lake: Lake, filter: str | Column) -> list[str]:
     types = {f.name: f.dataType for f in all_rows(lake).schema.fields}
     domain: Domain = domain_of(filter, types, spark=lake.spark)
-    whole, partial = visible_partitions(lake.timeline(DS), ETERNITY, domain)
+    whole, partial, _ = partitions(lake.timeline(DS), ETERNITY, domain)
     assert partial == {}
     return sorted(whole)
 
