@@ -123,7 +123,7 @@ class Replacing:
 
 
 @dataclass
-class _Run:
+class _RunningTask:
     """The mutable state of one task while it runs."""
 
     target: IngestTarget
@@ -209,7 +209,9 @@ def run_ingestion(
         )
     if task_id is not None:
         _refuse_published(target, datasource, task_id)
-    run = _Run(target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource))
+    run = _RunningTask(
+        target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource)
+    )
     run.replacing = replacing
     run.df = df
     if replacing is not None:
@@ -245,7 +247,7 @@ def _not_published_before(task_id: str) -> Callable[[PartitionState], None]:
     return check
 
 
-def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
+def _run(run: _RunningTask, priority: int, lock_timeout_s: float) -> TaskReport:
     spec = run.spec
     if getattr(spec.partitions_spec, "max_total_rows", None) is not None:
         logger.info(
@@ -268,7 +270,7 @@ def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
 
 
 def _ingest(
-    run: _Run,
+    run: _RunningTask,
     parsed: ParsedInput,
     version: str | None,
     priority: int,
@@ -352,7 +354,7 @@ def _ingest(
 
 
 def _write(
-    run: _Run, parsed: ParsedInput, path: str, partitioning: Partitioning | None
+    run: _RunningTask, parsed: ParsedInput, path: str, partitioning: Partitioning | None
 ) -> tuple[dict[str, WrittenSegment], tuple[int, int]]:
     """Write one segment per chunk (per bucket, with ``partitioning``) in one Spark job,
     counting every input row by fate in that same job (Spark's observed metrics); what
@@ -404,13 +406,13 @@ def _fill(limit: int) -> int:
     return max(1, int(limit * _FILL))
 
 
-def _segment_row_limit(run: _Run) -> int | None:
+def _segment_row_limit(run: _RunningTask) -> int | None:
     limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
     return None if limit is None else int(limit)
 
 
 def _split(
-    run: _Run,
+    run: _RunningTask,
     path: str,
     written: dict[str, WrittenSegment],
     versions: tuple[int, int],
@@ -505,7 +507,7 @@ def new_task_id(kind: str, datasource: str) -> str:
     return f"{kind}_{safe}_{uuid.uuid4().hex[:12]}"
 
 
-def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
+def _lock_chunks(run: _RunningTask, priority: int, timeout_s: float) -> str:
     """One exclusive time-chunk lock per chunk of the interval, in one commit, one version."""
     assert run.interval is not None
     chunks = list(run.spec.granularity_spec.segment_granularity.iterate(run.interval))
@@ -526,7 +528,7 @@ def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
     return locks[0].version
 
 
-def _count(run: _Run, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
+def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
     """Fill ``run.rows`` from the write job's observed counts; fail on too many
     unparseable rows."""
     by_reason = {r: int(observed[f"reason{i}"]) for i, r in enumerate(parsed.reasons)}
@@ -553,7 +555,7 @@ def _count(run: _Run, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
         raise BadRowsError(_bad_rows_message(run, parsed))
 
 
-def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
+def _bad_rows_message(run: _RunningTask, parsed: ParsedInput) -> str:
     shown_columns = [c for c in parsed.frame.columns if not c.startswith("__")][:8]
     bad = (
         parsed.frame.where(
@@ -579,7 +581,7 @@ def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
 class _Describe:
     """Segment records for what a task wrote."""
 
-    run: _Run
+    run: _RunningTask
     dimensions: tuple[str, ...]
     path: str
     partitioning: Partitioning | None
@@ -688,7 +690,7 @@ class _NoHeartbeat:
 
 
 @contextmanager
-def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbeat]:
+def _heartbeat(run: _RunningTask, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbeat]:
     """The task's lease keeper: a compaction's own (started when it locked), a new one for an
     overwrite, none for an append."""
     if run.replacing is not None and run.replacing.keeper is not None:
@@ -703,7 +705,7 @@ def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbe
         beat.finish(renew=False)
 
 
-def _fail(run: _Run, err: BaseException) -> None:
+def _fail(run: _RunningTask, err: BaseException) -> None:
     """Release the task's locks and record its failure; never mask ``err``."""
     lockbox = run.target.lockbox
     if isinstance(err, TaskAlreadyPublished):  # its ledger row is the successful run's
