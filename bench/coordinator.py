@@ -25,15 +25,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from segmentlake.core.cluster_simulation import SimulatedCluster
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from segmentlake.core.coordinator_run import ServedSegments
 from segmentlake.core.retention_rules import LoadRule
 from segmentlake.core.segment_cost import IntervalCostIndex, naive_cost, to_units
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
+from tests.core.cluster_simulation import SimulatedCluster
 
 HOUR = 3_600_000
 TIERS = (("hot", 20, 2), ("warm", 30, 1), ("cold", 50, 0))

@@ -25,13 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from coordinator import TIERS, cluster, place_at_random
 
-from segmentlake.core.cluster_simulation import SimulatedCluster
 from segmentlake.core.coordinator_run import plan_run
+from tests.core.cluster_simulation import SimulatedCluster
 
 
 def spread_round_robin(sim: SimulatedCluster) -> None:

@@ -35,10 +35,10 @@ from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from segmentlake.ingest.visible_rows import visible_rows
 from segmentlake.lake import Lake
 from segmentlake.metadata.visible_table import sync_visible_table, syncs_deferred
 from segmentlake.spark.session import spark_session
+from segmentlake.storage.visible_rows import visible_rows
 
 CONF = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
 HOUR_MS = 3_600_000

@@ -763,7 +763,7 @@ class Lake:
         >>> lake.read("wiki", "2024-01-01/P7D").groupBy("channel").count()  # doctest: +SKIP
         """
         from segmentlake.read.reader import read_visible, read_visible_table
-        from segmentlake.read.tiers import TIER_CONF, copy_sources
+        from segmentlake.read.tier_copies import TIER_CONF, copy_sources
 
         span = None if interval is None else _interval(interval)
         datasource = self._require_datasource(datasource)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from segmentlake.cli import manage, tiers
+from segmentlake.cli import manage, tier_commands
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_cleanup_commands(sub)
     _add_compact_command(sub)
     manage.add_manager_commands(sub)
-    tiers.add_tier_commands(sub)
+    tier_commands.add_tier_commands(sub)
     return parser
 
 
@@ -200,7 +200,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from segmentlake.cli import inspect
+    from segmentlake.cli import text_tables
     from segmentlake.lake import Lake
 
     # A bad name, spec or option or a missing input fails before Spark starts (seconds).
@@ -241,20 +241,20 @@ def _run(args: argparse.Namespace) -> int:
         return manage.print_status(lake, args.datasource)
     if args.command == "compaction-config":
         return manage.compaction_config(lake, args)
-    if args.command in tiers.COMMANDS:
-        return tiers.run_tier_command(lake, args)
+    if args.command in tier_commands.COMMANDS:
+        return tier_commands.run_tier_command(lake, args)
     if older_than is not None:
         return _kill(lake, args, older_than)
     if args.command == "view":
         return _view(lake, args.datasource, args.name)
     if args.command == "segments":
-        inspect.print_segments(lake, args.datasource, args.interval)
+        text_tables.print_segments(lake, args.datasource, args.interval)
     elif args.command == "tasks":
-        inspect.print_tasks(lake, args.datasource, args.task_id)
+        text_tables.print_tasks(lake, args.datasource, args.task_id)
     elif args.command == "locks":
-        inspect.print_locks(lake, args.datasource)
+        text_tables.print_locks(lake, args.datasource)
     else:
-        inspect.print_timeline(lake, args.datasource, args.interval)
+        text_tables.print_timeline(lake, args.datasource, args.interval)
     return 0
 
 

@@ -16,7 +16,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from segmentlake.cli.inspect import format_table, print_timeline
+from segmentlake.cli.text_tables import format_table, print_timeline
 from segmentlake.core.interval import Interval
 from segmentlake.lake import Lake
 

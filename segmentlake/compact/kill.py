@@ -29,23 +29,17 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
-from segmentlake.core.names import quote_identifier, sql_path, sql_string
 from segmentlake.core.segment import DataSegment, SegmentId
-from segmentlake.errors import SpecError, first_line
+from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
-from segmentlake.ingest.datasource_table import datasource_path
-from segmentlake.metadata.conflicts import retrying_table_commit
 from segmentlake.metadata.queries import of_kind
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments_from_rows
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
@@ -53,20 +47,19 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.visible_clips import drop_unreferenced_clips
 from segmentlake.metadata.visible_table import visible_table_path
-from segmentlake.spark.connect import is_connect
+from segmentlake.storage.deletion import (
+    DEFAULT_RETENTION_HOURS,
+    RETENTION_PROPERTY,
+    check_vacuum_retention,
+    delete_keys,
+    vacuum_table,
+)
+from segmentlake.storage.segment_keys import data_key
+from segmentlake.storage.table_files import datasource_path, files_per_key
 
-__all__ = ["KillReport", "check_kill_arguments", "data_key", "kill_unused"]
+__all__ = ["KillReport", "check_kill_arguments", "kill_unused"]
 
 logger = logging.getLogger(__name__)
-
-_KEY = "__segment"
-_RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
-_DEFAULT_RETENTION_HOURS = 168.0  # Delta's default: interval 1 week
-_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
-_LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
-_CONNECT_PARALLELISM = 8
-_KEYS_PER_DELETE = 10_000
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +132,6 @@ class _Killed:
     keys: frozenset[str]
 
 
-@dataclass(frozen=True, slots=True)
-class _KeyFiles:
-    newest_ms: int
-    rows: int
-    files: int
-
-
 def kill_unused(
     spark: SparkSession,
     warehouse: str,
@@ -170,7 +156,7 @@ def kill_unused(
     log = TableLog(path, storage_options=store.table.storage_options)
     has_table = log.version() >= 0
     if has_table and vacuum and vacuum_retention_hours is not None:
-        _check_vacuum_retention(spark, log, vacuum_retention_hours)
+        check_vacuum_retention(spark, log, vacuum_retention_hours)
     phases: dict[str, float] = {}
 
     started = time.monotonic()
@@ -183,7 +169,7 @@ def kill_unused(
         return report
 
     started = time.monotonic()
-    listed = _keys_in_table(log)
+    listed = files_per_key(log)
     # Read again after our commit: any record committed since (by anyone) protects its key.
     referenced = _referenced_keys(store, datasource)
     segment_keys = sorted(k for k in decided.keys if k in listed and k not in referenced)
@@ -200,7 +186,7 @@ def kill_unused(
     started = time.monotonic()
     doomed = segment_keys + orphans
     if doomed:
-        _delete_keys(spark, path, doomed)
+        delete_keys(spark, path, doomed)
         logger.info(
             "deleted the rows of %d segment key(s) and %d orphan key(s) from %s",
             len(segment_keys),
@@ -214,9 +200,9 @@ def kill_unused(
     clips = 0
     if vacuum:
         started = time.monotonic()
-        vacuumed = _vacuum(spark, log, vacuum_retention_hours, directories=len(listed))
+        vacuumed = vacuum_table(spark, log, vacuum_retention_hours, directories=len(listed))
         hours = (
-            _DEFAULT_RETENTION_HOURS if vacuum_retention_hours is None else vacuum_retention_hours
+            DEFAULT_RETENTION_HOURS if vacuum_retention_hours is None else vacuum_retention_hours
         )
         visible = TableLog(
             visible_table_path(warehouse, datasource), storage_options=log.storage_options
@@ -254,7 +240,7 @@ def check_kill_arguments(older_than_ms: int, vacuum_retention_hours: float | Non
     ):
         raise SpecError(
             f"vacuum_retention_hours must be a non-negative number of hours or None (the "
-            f"table's {_RETENTION_PROPERTY}), got {vacuum_retention_hours!r}; e.g. 168"
+            f"table's {RETENTION_PROPERTY}), got {vacuum_retention_hours!r}; e.g. 168"
         )
 
 
@@ -305,170 +291,6 @@ def _delete_records(
     )
 
 
-def data_key(segment: DataSegment) -> str | None:
-    """The ``__segment`` key a segment's rows are under (None for tombstones and load specs
-    that are not segmentlake's)."""
-    spec = segment.load_spec
-    key = spec.get("segment")
-    return key if spec.get("type") == "delta" and isinstance(key, str) else None
-
-
 def _referenced_keys(store: MetadataStore, datasource: str) -> set[str]:
     rows = store.rows(datasource, kinds=[SEGMENT], columns=SEGMENT_COLUMNS)
     return {k for s in segments_from_rows(rows) if (k := data_key(s)) is not None}
-
-
-# -- steps 2 and 3: the rows -----------------------------------------------------------------
-
-
-def _keys_in_table(log: TableLog) -> dict[str, _KeyFiles]:
-    """Per ``__segment`` key of the table's current version: the newest file's modification
-    time, rows (from the files' statistics) and files — from the log, no Spark job."""
-    per_key: dict[str, list[int]] = {}
-    for f in log.live_files():
-        key = f.partition_values.get(_KEY)
-        if key is None:
-            continue
-        entry = per_key.setdefault(key, [0, 0, 0])
-        entry[0] = max(entry[0], f.modification_time_ms)
-        entry[1] += f.num_records or 0
-        entry[2] += 1
-    return {k: _KeyFiles(newest, rows, files) for k, (newest, rows, files) in per_key.items()}
-
-
-def _delete_keys(spark: SparkSession, path: str, keys: list[str]) -> None:
-    """Delete every row under ``keys``: whole files (a partition predicate), one Delta commit
-    per batch of keys. Concurrent appends write other keys and do not conflict; a conflict
-    with another delete is retried (deleting is idempotent)."""
-
-    def delete(batch: list[str]) -> None:
-        # SQL rather than delta.tables.DeltaTable: it plans on the latest snapshot at each
-        # attempt, and it works where the Python DeltaTable API does not (Spark Connect).
-        keys_sql = ", ".join(map(sql_string, batch))
-        spark.sql(f"DELETE FROM {sql_path(path)} WHERE {quote_identifier(_KEY)} IN ({keys_sql})")
-
-    for start in range(0, len(keys), _KEYS_PER_DELETE):
-        batch = keys[start : start + _KEYS_PER_DELETE]
-        retrying_table_commit(
-            partial(delete, batch), what=f"DELETE of {len(batch)} key(s) from {path}"
-        )
-
-
-# -- step 4: VACUUM ---------------------------------------------------------------------------
-
-
-def _vacuum(
-    spark: SparkSession, log: TableLog, hours: float | None, *, directories: int
-) -> int | None:
-    """VACUUM the table; the number of files removed, from the ``VACUUM END`` commit Delta
-    logs (None if it logged none)."""
-    before = log.version()
-    retain = "" if hours is None else f" RETAIN {float(hours)} HOURS"
-    try:
-        with _listing_parallelism(spark, directories):
-            spark.sql(f"VACUUM {sql_path(log.uri)}{retain}")
-    except Exception as e:
-        if "RETENTION_PERIOD_TOO_SHORT" not in str(e) and "retention period" not in str(e):
-            raise
-        raise _retention_refused(log, hours, e) from e
-    removed = None
-    for version in range(before + 1, log.version() + 1):
-        for action in log.commit_actions(version):
-            info = action.get("commitInfo") or {}
-            metrics = info.get("operationMetrics") or {}
-            if info.get("operation") == "VACUUM END" and "numDeletedFiles" in metrics:
-                removed = int(metrics["numDeletedFiles"])
-    if removed is not None:
-        logger.info("VACUUM of %s removed %d file(s)", log.uri, removed)
-    return removed
-
-
-@contextmanager
-def _listing_parallelism(spark: SparkSession, directories: int) -> Iterator[None]:
-    """VACUUM lists the table's directories in ``parallelPartitionDiscovery.parallelism``
-    Spark tasks, 10,000 by default whatever the table's size: one VACUUM of a table of a few
-    directories ran ~25 jobs, most with a stage of 10,000 tasks, 1-2 min on 2 busy cores
-    (measured; 25 s with 4 tasks). Unless the session set it, size it to the table: about 10
-    directories (``__segment`` values) per task, at least the default parallelism."""
-    conf = spark.conf
-    if conf.get(_LISTING_PARALLELISM, None) is not None:
-        yield
-        return
-    wanted = max(_default_parallelism(spark), math.ceil(directories / 10))
-    conf.set(_LISTING_PARALLELISM, str(min(wanted, 10_000)))
-    try:
-        yield
-    finally:
-        conf.unset(_LISTING_PARALLELISM)
-
-
-def _default_parallelism(spark: SparkSession) -> int:
-    """The session's default parallelism. A Spark Connect client has no SparkContext to ask:
-    there, the server's ``spark.default.parallelism`` if set, else a small fixed floor."""
-    if not is_connect(spark):
-        return int(spark.sparkContext.defaultParallelism)
-    value = spark.conf.get("spark.default.parallelism", None)
-    return int(value) if value and value.isdigit() else _CONNECT_PARALLELISM
-
-
-def _check_vacuum_retention(spark: SparkSession, log: TableLog, hours: float) -> None:
-    """Refuse, before anything is deleted, a retention Delta's check would refuse at the end."""
-    if (spark.conf.get(_CHECK_CONF, "true") or "true").lower() == "false":
-        return  # the platform turned Delta's check off; that is its call, not ours
-    table_hours = _table_retention_hours(log)
-    if table_hours is not None and hours < table_hours:
-        raise _retention_refused(log, hours, None)
-
-
-def _table_retention_hours(log: TableLog) -> float | None:
-    value = log.properties().get(_RETENTION_PROPERTY)
-    return _DEFAULT_RETENTION_HOURS if value is None else interval_hours(value)
-
-
-_UNIT_HOURS = {
-    "week": 168.0,
-    "day": 24.0,
-    "hour": 1.0,
-    "minute": 1 / 60,
-    "second": 1 / 3600,
-    "millisecond": 1 / 3_600_000,
-    "microsecond": 1 / 3_600_000_000,
-}
-_INTERVAL_PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+?)s?\b")
-
-
-def interval_hours(text: str) -> float | None:
-    """Hours of a Delta interval property such as ``interval 1 week`` or ``interval 0 hours``
-    (None if it is not of that form)."""
-    body = text.strip().lower()
-    body = body.removeprefix("interval").strip()
-    parts = _INTERVAL_PART.findall(body)
-    if not parts or _INTERVAL_PART.sub("", body).strip():
-        return None
-    hours = 0.0
-    for number, unit in parts:
-        if unit not in _UNIT_HOURS:
-            return None
-        hours += float(number) * _UNIT_HOURS[unit]
-    return hours
-
-
-def _retention_refused(log: TableLog, hours: float | None, error: Exception | None) -> SpecError:
-    value = log.properties().get(_RETENTION_PROPERTY) or "interval 1 week"
-    table_hours = _table_retention_hours(log)
-    at_least = f"{table_hours:g}" if table_hours is not None else f"the table's {value}"
-    if error is not None:
-        found = re.search(r"at least (\d+(?:\.\d+)?) hours", str(error))
-        at_least = found.group(1) if found else at_least
-        delta_says = f"; Delta says: {first_line(error)}"
-    else:
-        delta_says = ""
-    asked = "the default retention" if hours is None else f"a retention of {hours:g} hours"
-    return SpecError(
-        f"VACUUM of {log.uri} with {asked} would be refused by "
-        f"Delta's retention check (the table's {_RETENTION_PROPERTY} is {value!r}){delta_says}. "
-        f"Pass vacuum_retention_hours >= {at_least} (or None for the table's retention), or, "
-        f"if no write to the table can run longer than that, lower the table's retention "
-        f"first: ALTER TABLE {sql_path(log.uri)} SET TBLPROPERTIES "
-        f"('{_RETENTION_PROPERTY}' = 'interval 24 hours')"
-    )

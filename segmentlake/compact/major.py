@@ -37,17 +37,18 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
+from segmentlake.core.names import TIME_COLUMN
 from segmentlake.core.partitions_spec import HashedPartitionsSpec, PartitionsSpec
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
-from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.task import IngestTarget, Replacing, new_task_id, run_ingestion
-from segmentlake.ingest.visible_rows import TIME_COLUMN, output_columns, visible_rows
 from segmentlake.metadata.heartbeat import LeaseKeeper
+from segmentlake.storage.table_files import datasource_path
+from segmentlake.storage.visible_rows import output_columns, visible_rows
 
 __all__ = ["MajorCompaction", "compact_major"]
 

@@ -40,6 +40,7 @@ from segmentlake.core.compaction_planning import CompactionPlanner, RatioPlanner
 from segmentlake.core.ingest_spec import MetricSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN, sql_string
 from segmentlake.core.partitions_spec import DEFAULT_MAX_ROWS_PER_SEGMENT
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
@@ -47,16 +48,8 @@ from segmentlake.core.shard_spec import NumberedOverwriteShardSpec
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import LockRefused, SpecError, first_line
 from segmentlake.faults import crash_point
-from segmentlake.ingest.datasource_table import (
-    WrittenSegment,
-    datasource_path,
-    write_rows,
-    written_segments,
-)
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.rollup import SEGMENT_KEY
 from segmentlake.ingest.task import IngestTarget, new_task_id
-from segmentlake.ingest.visible_rows import TIME_COLUMN, key_in, sql_string
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
@@ -68,6 +61,14 @@ from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
+from segmentlake.storage.segment_keys import delta_load_spec, segment_key
+from segmentlake.storage.table_files import (
+    WrittenSegment,
+    datasource_path,
+    write_rows,
+    written_segments,
+)
+from segmentlake.storage.visible_rows import key_in
 
 __all__ = [
     "DEFAULT_MAX_ROWS_PER_SEGMENT",
@@ -410,11 +411,11 @@ class _Job:
         run_of = {}
         for i, run in enumerate(self.runs):
             for seg in run.inputs:
-                run_of[_key(seg)] = i
+                run_of[segment_key(seg)] = i
         rows = table.where(key_in(list(run_of)))
         # One SQL expression, not a py4j call per key (thousands of inputs).
         pairs = ",".join(f"{sql_string(k)}, {i}" for k, i in run_of.items())
-        rows = rows.withColumn(_RUN, F.expr(f"map({pairs})[`{SEGMENT_KEY}`]"))
+        rows = rows.withColumn(_RUN, F.expr(f"map({pairs})[`{SEGMENT_KEY_COLUMN}`]"))
         # Rows of an upgraded copy may lie outside its chunk: keep each run's chunk only.
         inside = F.lit(False)
         t = F.col(TIME_COLUMN)
@@ -450,9 +451,9 @@ class _Job:
         )
         rows = (
             rows.select(t, *dims, *[F.col(n) for n in names], F.col(_RUN))
-            .withColumn(SEGMENT_KEY, key)
+            .withColumn(SEGMENT_KEY_COLUMN, key)
             .drop(_RUN)
-            .repartition(SEGMENT_KEY)
+            .repartition(SEGMENT_KEY_COLUMN)
         )
         log = TableLog(path, storage_options=self.lockbox.store.table.storage_options)
         versions = write_rows(log, rows)
@@ -486,7 +487,7 @@ class _Job:
                             run.interval,
                             run.version,
                             spec,
-                            load_spec={"type": "delta", "path": path, "segment": w.key},
+                            load_spec=delta_load_spec(path, w.key),
                             dimensions=tuple(dimensions),
                             metrics=tuple(m.name for m in schema.aggregators),
                             size=w.size,
@@ -506,8 +507,8 @@ class _Job:
         final = list(outputs)
         for version, indexes in by_version.items():
             requests = [
-                AllocateRequest(outputs[n][1].interval, f"{self.task_id}|{_key(outputs[n][1])}")
-                for n in indexes
+                AllocateRequest(seg.interval, f"{self.task_id}|{segment_key(seg)}")
+                for seg in (outputs[n][1] for n in indexes)
             ]
             pending = allocate(
                 self.lockbox,
@@ -573,7 +574,3 @@ def _combine(metric: MetricSpec) -> Column:
     if metric.type.endswith("Max"):
         return F.max(column)
     return F.sum(column)
-
-
-def _key(segment: DataSegment) -> str:
-    return str(segment.load_spec.get("segment"))

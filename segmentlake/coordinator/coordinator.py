@@ -36,7 +36,6 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.faults import crash_point
-from segmentlake.ingest.visible_rows import segment_key
 from segmentlake.metadata.cluster_records import (
     COPY,
     SegmentCopy,
@@ -53,6 +52,7 @@ from segmentlake.metadata.rule_records import all_rules
 from segmentlake.metadata.segments import set_used
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+from segmentlake.storage.segment_keys import segment_key
 
 __all__ = ["Coordinator", "CoordinatorReport"]
 

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
-from segmentlake.core.names import sql_path
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, sql_path, sql_string
 from segmentlake.core.storage_tiers import Volume
-from segmentlake.ingest.datasource_table import datasource_path
-from segmentlake.ingest.visible_rows import SEGMENT_KEY_COLUMN, key_in, sql_string
 from segmentlake.metadata.table_log import TableLog
+from segmentlake.storage.table_files import datasource_path
+from segmentlake.storage.visible_rows import key_in
 
 __all__ = [
     "MARKER",

@@ -26,6 +26,7 @@ from segmentlake.core.ingest_spec import (
     TimestampSpec,
 )
 from segmentlake.core.interval import Interval
+from segmentlake.core.names import TIME_COLUMN
 from segmentlake.core.partitions_spec import PartitionsSpec
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 MAJOR, MINOR = "major", "minor"
-TIME_COLUMN = "__time"
 _GRANULARITY_ORDER = list(Granularity)
 
 

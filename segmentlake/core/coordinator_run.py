@@ -68,9 +68,9 @@ __all__ = [
 
 I64 = NDArray[np.int64]
 I32 = NDArray[np.int32]
-I8 = NDArray[np.int8]
+Int8Array = NDArray[np.int8]
 F64 = NDArray[np.float64]
-B = NDArray[np.bool_]
+BoolArray = NDArray[np.bool_]
 
 # Joint costs further apart than this many 1/λ units (~43 days) are below e^-30 of an adjacent
 # pair's: the incremental updates leave them out.
@@ -146,8 +146,8 @@ class SegmentCopies:
 
     segment: I64
     volume: I32
-    state: I8
-    reason: I8
+    state: Int8Array
+    reason: Int8Array
     move_from: I32
 
     def __len__(self) -> int:
@@ -232,7 +232,7 @@ class CoordinatorPlan:
 
     load_segment: I64
     load_volume: I32
-    load_reason: I8
+    load_reason: Int8Array
     load_move_from: I32
     drop_copies: I64
     cancel_copies: I64
@@ -252,10 +252,10 @@ def plan_run(snapshot: ClusterSnapshot, config: CoordinatorConfig | None = None)
     >>> plan = plan_run(snapshot, CoordinatorConfig(seed=7))  # doctest: +SKIP
     >>> plan.stats.loads, plan.stats.balance_moves  # doctest: +SKIP
     """
-    return _Run(snapshot, config or CoordinatorConfig()).plan()
+    return _RunPlanner(snapshot, config or CoordinatorConfig()).plan()
 
 
-class _Run:
+class _RunPlanner:
     """The mutable state of one run: projected copy counts, queues and usage, as arrays."""
 
     def __init__(self, snapshot: ClusterSnapshot, config: CoordinatorConfig) -> None:
@@ -306,7 +306,7 @@ class _Run:
         ):
             raise SpecError("copies name volumes or segments outside the snapshot")
 
-    def _moving_away(self) -> B:
+    def _moving_away(self) -> BoolArray:
         """LOADED copies some in-flight move will replace (they leave once it loads)."""
         c = self.snap.copies
         moves = (c.state == _LOADING) & (c.move_from >= 0)
@@ -486,8 +486,8 @@ class _Run:
         row: int,
         s: int,
         vols: I64,
-        hold: B,
-        active: B,
+        hold: BoolArray,
+        active: BoolArray,
         limit: I64,
         n_best: int,
     ) -> int:
@@ -540,7 +540,7 @@ class _Run:
         key = reason.name.lower()
         self.stats.not_placed[key] = self.stats.not_placed.get(key, 0) + copies
 
-    def _holding(self, segments: I64, vols: I64) -> B:
+    def _holding(self, segments: I64, vols: I64) -> BoolArray:
         """``hold[row, col]``: volume ``vols[col]`` has (or gets this run) a copy of
         ``segments[row]`` in any state — it cannot take another."""
         row_of = np.full(self.n, -1, dtype=np.int64)
@@ -902,7 +902,9 @@ class _CandidateCosts:
     normalization): built from per-volume indexes over the projected copies, then kept up to
     date as the phase adds and removes copies, touching only the candidates near in time."""
 
-    def __init__(self, run: _Run, vols: I64, segments: I64, base: _TierIndex | None = None) -> None:
+    def __init__(
+        self, run: _RunPlanner, vols: I64, segments: I64, base: _TierIndex | None = None
+    ) -> None:
         self.run, self.vols = run, vols
         self.col = {int(v): i for i, v in enumerate(vols)}
         self.seg = segments
@@ -938,7 +940,7 @@ class _CandidateCosts:
         self.cost[rows, col] += sign * joint
 
 
-def _per_volume_costs(run: _Run, vols: I64, segments: I64) -> F64:
+def _per_volume_costs(run: _RunPlanner, vols: I64, segments: I64) -> F64:
     """The candidate cost matrix from one :class:`IntervalCostIndex` per volume and one per
     volume and datasource: the reference :func:`_grouped_costs` is tested against, and the
     fallback for intervals too long for :class:`GroupedCostIndex`."""
@@ -978,7 +980,9 @@ class _TierIndex:
     candidate's own datasource's group once more). Moves made after it was built
     (:meth:`moved`) are added to the costs pair by pair."""
 
-    def __init__(self, run: _Run, vols: I64, projected: tuple[I64, I32] | None = None) -> None:
+    def __init__(
+        self, run: _RunPlanner, vols: I64, projected: tuple[I64, I32] | None = None
+    ) -> None:
         self.run, self.vols = run, vols
         seg = run.snap.segments
         p_seg, p_vol = run._projected_copies() if projected is None else projected

@@ -370,10 +370,6 @@ def _deep_copy(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(flat)
 
 
-def _schema(value: Any) -> SegmentSchema | None:
-    return None if value is None else SegmentSchema.from_json(value)
-
-
 def _split(value: Any) -> tuple[str, ...]:
     if not value:
         return ()

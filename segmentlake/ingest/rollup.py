@@ -13,19 +13,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
 from segmentlake.ingest.parse import CHUNK, REASON, TIME, metric_input
 from segmentlake.ingest.partitioning import BUCKET, Partitioning
 
 __all__ = [
-    "SEGMENT_KEY",
     "kept_rows",
-    "key_order",
     "perfect_rollup_rows",
     "segment_rows",
-    "write_key",
 ]
 
-SEGMENT_KEY = "__segment"  # the Delta partition value that holds a segment's rows
 _AGGREGATES = {
     "longSum": F.sum,
     "doubleSum": F.sum,
@@ -34,21 +31,6 @@ _AGGREGATES = {
     "longMax": F.max,
     "doubleMax": F.max,
 }
-
-
-def write_key(token: str, chunk_ms: int) -> str:
-    """The ``__segment`` value of a task's segment of one chunk, ``<chunk ms>.<token>``: the
-    task's random token makes it unique to the task, so rows of a task that fails before
-    publishing are never read (only published keys are). The chunk comes first and the key
-    stays short: Spark sorts rows by it before writing, and long shared prefixes made the
-    write measurably slower (+12%)."""
-    return f"{chunk_ms}.{token}"
-
-
-def key_order(key: str) -> tuple[int, ...]:
-    """(chunk ms[, bucket]) of a write key: ``<chunk ms>.<token>`` (:func:`write_key`), or
-    ``<chunk ms>.<bucket>.<token>`` of a split or a perfect rollup."""
-    return tuple(int(part) for part in key.split(".")[:-1])
 
 
 def kept_rows(parsed: DataFrame) -> DataFrame:
@@ -77,10 +59,11 @@ def perfect_rollup_rows(
     else:
         rolled = _unrolled(kept, spec, [F.col(CHUNK), F.col(TIME), *map(F.col, dimensions)])
     key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
-    tagged = partitioning.tag(rolled).withColumn(SEGMENT_KEY, F.concat(key, F.lit(f".{key_token}")))
-    time = F.timestamp_millis(F.col(TIME)).alias("__time")
-    return tagged.repartition(SEGMENT_KEY).select(
-        time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY)
+    key = F.concat(key, F.lit(f".{key_token}"))
+    tagged = partitioning.tag(rolled).withColumn(SEGMENT_KEY_COLUMN, key)
+    time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
+    return tagged.repartition(SEGMENT_KEY_COLUMN).select(
+        time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY_COLUMN)
     )
 
 
@@ -101,20 +84,20 @@ def segment_rows(
     """The rows to write: kept rows only, tagged with their chunk's write key, rolled up if
     the spec says so (one segment per chunk; the task splits oversized ones)."""
     kept = kept_rows(parsed).withColumn(
-        SEGMENT_KEY, F.concat(F.col(CHUNK).cast("string"), F.lit(f".{key_token}"))
+        SEGMENT_KEY_COLUMN, F.concat(F.col(CHUNK).cast("string"), F.lit(f".{key_token}"))
     )
-    time = F.timestamp_millis(F.col(TIME)).alias("__time")
+    time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
     dims = [F.col(d) for d in dimensions]
     metrics = [F.col(m.name) for m in spec.metrics]
-    keys = [F.col(SEGMENT_KEY), F.col(TIME), *dims]
+    keys = [F.col(SEGMENT_KEY_COLUMN), F.col(TIME), *dims]
     if spec.granularity_spec.rollup:
         # Without metrics, rollup keeps one row per (time, dimensions): the row count
         # only lets Spark aggregate at all, and is dropped.
         aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics] or [F.count(F.lit(1))]
-        rows = kept.repartition(SEGMENT_KEY).groupBy(*keys).agg(*aggregates)
+        rows = kept.repartition(SEGMENT_KEY_COLUMN).groupBy(*keys).agg(*aggregates)
     else:
         rows = _unrolled(kept, spec, keys)
-    return rows.select(time, *dims, *metrics, F.col(SEGMENT_KEY))
+    return rows.select(time, *dims, *metrics, F.col(SEGMENT_KEY_COLUMN))
 
 
 def _aggregate(metric: MetricSpec) -> Column:

@@ -39,7 +39,7 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
-from segmentlake.core.names import check_datasource_name
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, check_datasource_name
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
@@ -51,14 +51,6 @@ from segmentlake.errors import (
     first_line,
 )
 from segmentlake.faults import crash_point
-from segmentlake.ingest.datasource_table import (
-    WrittenSegment,
-    datasource_path,
-    pack_files,
-    rekey_files,
-    write_rows,
-    written_segments,
-)
 from segmentlake.ingest.parse import (
     FILTERED,
     OUTSIDE_INTERVAL,
@@ -69,15 +61,10 @@ from segmentlake.ingest.parse import (
 )
 from segmentlake.ingest.partitioning import Partitioning, determine_partitions
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.rollup import (
-    SEGMENT_KEY,
-    kept_rows,
-    key_order,
-    perfect_rollup_rows,
-    segment_rows,
-)
+from segmentlake.ingest.rollup import kept_rows, perfect_rollup_rows, segment_rows
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.append_publish import publish_append
+from segmentlake.metadata.file_moves import rekey_files
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
 from segmentlake.metadata.publish import publish
@@ -89,6 +76,14 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import published_report, record_task, succeeded_in, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
+from segmentlake.storage.segment_keys import delta_load_spec, key_order
+from segmentlake.storage.table_files import (
+    WrittenSegment,
+    datasource_path,
+    pack_files,
+    write_rows,
+    written_segments,
+)
 
 __all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
@@ -128,7 +123,7 @@ class Replacing:
 
 
 @dataclass
-class _Run:
+class _RunningTask:
     """The mutable state of one task while it runs."""
 
     target: IngestTarget
@@ -214,7 +209,9 @@ def run_ingestion(
         )
     if task_id is not None:
         _refuse_published(target, datasource, task_id)
-    run = _Run(target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource))
+    run = _RunningTask(
+        target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource)
+    )
     run.replacing = replacing
     run.df = df
     if replacing is not None:
@@ -250,7 +247,7 @@ def _not_published_before(task_id: str) -> Callable[[PartitionState], None]:
     return check
 
 
-def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
+def _run(run: _RunningTask, priority: int, lock_timeout_s: float) -> TaskReport:
     spec = run.spec
     if getattr(spec.partitions_spec, "max_total_rows", None) is not None:
         logger.info(
@@ -273,7 +270,7 @@ def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
 
 
 def _ingest(
-    run: _Run,
+    run: _RunningTask,
     parsed: ParsedInput,
     version: str | None,
     priority: int,
@@ -357,7 +354,7 @@ def _ingest(
 
 
 def _write(
-    run: _Run, parsed: ParsedInput, path: str, partitioning: Partitioning | None
+    run: _RunningTask, parsed: ParsedInput, path: str, partitioning: Partitioning | None
 ) -> tuple[dict[str, WrittenSegment], tuple[int, int]]:
     """Write one segment per chunk (per bucket, with ``partitioning``) in one Spark job,
     counting every input row by fate in that same job (Spark's observed metrics); what
@@ -409,13 +406,13 @@ def _fill(limit: int) -> int:
     return max(1, int(limit * _FILL))
 
 
-def _segment_row_limit(run: _Run) -> int | None:
+def _segment_row_limit(run: _RunningTask) -> int | None:
     limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
     return None if limit is None else int(limit)
 
 
 def _split(
-    run: _Run,
+    run: _RunningTask,
     path: str,
     written: dict[str, WrittenSegment],
     versions: tuple[int, int],
@@ -428,7 +425,7 @@ def _split(
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
     files: dict[str, list[tuple[str, int, int]]] = {}
     for added in log.added_files(versions[0] + 1, versions[1]):
-        key = added.partition_values.get(SEGMENT_KEY)
+        key = added.partition_values.get(SEGMENT_KEY_COLUMN)
         if key in written and written[key].num_rows > limit:
             files.setdefault(key, []).append(
                 (added.path, int(added.stats["numRecords"]), added.size)
@@ -510,7 +507,7 @@ def new_task_id(kind: str, datasource: str) -> str:
     return f"{kind}_{safe}_{uuid.uuid4().hex[:12]}"
 
 
-def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
+def _lock_chunks(run: _RunningTask, priority: int, timeout_s: float) -> str:
     """One exclusive time-chunk lock per chunk of the interval, in one commit, one version."""
     assert run.interval is not None
     chunks = list(run.spec.granularity_spec.segment_granularity.iterate(run.interval))
@@ -531,7 +528,7 @@ def _lock_chunks(run: _Run, priority: int, timeout_s: float) -> str:
     return locks[0].version
 
 
-def _count(run: _Run, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
+def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
     """Fill ``run.rows`` from the write job's observed counts; fail on too many
     unparseable rows."""
     by_reason = {r: int(observed[f"reason{i}"]) for i, r in enumerate(parsed.reasons)}
@@ -558,7 +555,7 @@ def _count(run: _Run, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
         raise BadRowsError(_bad_rows_message(run, parsed))
 
 
-def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
+def _bad_rows_message(run: _RunningTask, parsed: ParsedInput) -> str:
     shown_columns = [c for c in parsed.frame.columns if not c.startswith("__")][:8]
     bad = (
         parsed.frame.where(
@@ -584,7 +581,7 @@ def _bad_rows_message(run: _Run, parsed: ParsedInput) -> str:
 class _Describe:
     """Segment records for what a task wrote."""
 
-    run: _Run
+    run: _RunningTask
     dimensions: tuple[str, ...]
     path: str
     partitioning: Partitioning | None
@@ -598,7 +595,7 @@ class _Describe:
             sid_interval,
             version,
             spec,
-            load_spec={"type": "delta", "path": self.path, "segment": w.key},
+            load_spec=delta_load_spec(self.path, w.key),
             dimensions=self.dimensions,
             metrics=tuple(m.name for m in self.run.spec.metrics),
             size=w.size,
@@ -693,7 +690,7 @@ class _NoHeartbeat:
 
 
 @contextmanager
-def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbeat]:
+def _heartbeat(run: _RunningTask, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbeat]:
     """The task's lease keeper: a compaction's own (started when it locked), a new one for an
     overwrite, none for an append."""
     if run.replacing is not None and run.replacing.keeper is not None:
@@ -708,7 +705,7 @@ def _heartbeat(run: _Run, *, enabled: bool) -> Iterator[LeaseKeeper | _NoHeartbe
         beat.finish(renew=False)
 
 
-def _fail(run: _Run, err: BaseException) -> None:
+def _fail(run: _RunningTask, err: BaseException) -> None:
     """Release the task's locks and record its failure; never mask ``err``."""
     lockbox = run.target.lockbox
     if isinstance(err, TaskAlreadyPublished):  # its ledger row is the successful run's

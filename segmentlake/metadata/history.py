@@ -1,6 +1,6 @@
 """A datasource's history: the metadata commits that changed it, newest first.
 
-Every metadata commit carries a record (``op``, ``ds``, ``id``; see :mod:`.table`) in its
+Every metadata commit carries a record (``op``, ``ds``, ``id``; see :mod:`.metadata_table`) in its
 ``commitInfo``, so the log itself is the history — the counterpart of Delta's ``DESCRIBE
 HISTORY`` and pyiceberg's ``inspect.history()``, but of what readers see (publishes, marks,
 compactions), not of the rows' files. It reaches back as far as the log keeps entries (log
@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from segmentlake.errors import SpecError
+from segmentlake.metadata.metadata_table import COMMIT_RECORD_KEY, _commit_record
 from segmentlake.metadata.store import MetadataStore
-from segmentlake.metadata.table import COMMIT_RECORD_KEY, _commit_record
 
 __all__ = ["HISTORY_SCHEMA", "datasource_history"]
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import MetadataVersionError
+from segmentlake.metadata.metadata_table import PARTITION_COLUMN
 from segmentlake.metadata.records import (
     COLUMNS,
     LEASE,
@@ -35,7 +36,6 @@ from segmentlake.metadata.records import (
     segments_from_rows,
 )
 from segmentlake.metadata.store import MetadataStore
-from segmentlake.metadata.table import PARTITION_COLUMN
 from segmentlake.metadata.table_log import TableLog
 
 __all__ = ["MigrationReport", "check_metadata_version", "legacy_path", "migrate"]

@@ -1,9 +1,9 @@
 """The metadata store: read a datasource's current rows, commit a conditional change.
 
-Every read and commit runs in this Python process through delta-rs (:mod:`.table`): no Spark
-job, no JVM. The table is partitioned by datasource; each partition's current rows are folded
-from row versions (:mod:`.state`) and kept in memory, so a transaction reads only the files
-committed since the last one.
+Every read and commit runs in this Python process through delta-rs
+(:mod:`.metadata_table`): no Spark job, no JVM. The table is partitioned by datasource; each
+partition's current rows are folded from row versions (:mod:`.state`) and kept in memory, so a
+transaction reads only the files committed since the last one.
 
 A transaction reads rows within a *scope* (time ranges and keys, :mod:`.scope`), decides, and
 commits the changed rows' new versions as the log version right after the one it read. When
@@ -38,6 +38,7 @@ from deltalake.transaction import AddAction
 
 from segmentlake.errors import CommitStateUnknown, SpecError
 from segmentlake.faults import crash_point
+from segmentlake.metadata.metadata_table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
 from segmentlake.metadata.records import (
     LEASE,
     LEASED_KINDS,
@@ -51,7 +52,6 @@ from segmentlake.metadata.records import (
 )
 from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.state import KEY_SEPARATOR, PartitionFold, key_column
-from segmentlake.metadata.table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
 from segmentlake.metadata.table_log import load_through_gaps
 
 REBASE_PAUSE_S = 0.002

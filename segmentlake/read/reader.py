@@ -1,4 +1,4 @@
-"""Read exactly the visible timeline (see :mod:`segmentlake.ingest.visible_rows`, which
+"""Read exactly the visible timeline (see :mod:`segmentlake.storage.visible_rows`, which
 compactions share), with a filter: its domain prunes segments, its expression the rows."""
 
 from __future__ import annotations
@@ -9,43 +9,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from segmentlake.core.filter_domain import Domain
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.timeline import VersionedIntervalTimeline
-from segmentlake.ingest.visible_rows import (
-    TIME_COLUMN,
+from segmentlake.read.catalyst_domain import domain_of
+from segmentlake.storage.visible_rows import (
     key_in,
     output_columns,
-    partitions,
     pruned_keys,
-    sql_string,
     visible_rows,
     within,
 )
-from segmentlake.read.catalyst_domain import domain_of
 
-__all__ = [
-    "TIME_COLUMN",
-    "key_in",
-    "read_visible",
-    "read_visible_table",
-    "sql_string",
-    "visible_partitions",
-]
+__all__ = ["read_visible", "read_visible_table"]
 
 _log = logging.getLogger(__name__)
-
-
-def visible_partitions(
-    timeline: VersionedIntervalTimeline, interval: Interval, domain: Domain | None = None
-) -> tuple[list[str], dict[tuple[int, int], list[str]]]:
-    """The ``__segment`` values whose every row in ``interval`` is visible, and, per visible
-    piece that covers only part of its chunk, the values to read within that piece only;
-    without the segments whose shard spec holds no row in ``domain`` (a filter's)."""
-    whole, partial, pruned = partitions(timeline, interval, domain)
-    if domain:
-        _log.debug("the filter's domain %s left out %d visible segments", domain, pruned)
-    return whole, partial
 
 
 def read_visible(

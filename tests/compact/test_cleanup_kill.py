@@ -16,15 +16,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.cli.main import duration_seconds, main
-from segmentlake.compact.kill import data_key, interval_hours
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.errors import SpecError
-from segmentlake.ingest.datasource_table import datasource_path
 from segmentlake.lake import Lake
 from segmentlake.metadata.records import SEGMENT, segment_row
 from segmentlake.metadata.store import Change, now_ms
 from segmentlake.metadata.transaction import Decision, transact
+from segmentlake.storage.deletion import interval_hours
+from segmentlake.storage.segment_keys import data_key
+from segmentlake.storage.table_files import datasource_path
 from tests.ingest.conftest import edits, spec
 
 DS = "wiki"

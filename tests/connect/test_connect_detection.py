@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from segmentlake.compact.kill import _default_parallelism
 from segmentlake.errors import ClassicSessionRequired, SegmentLakeError
 from segmentlake.spark.connect import is_connect, require_classic
+from segmentlake.storage.deletion import _default_parallelism
 
 
 class _RuntimeConf:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from segmentlake.core.cluster_simulation import SimulatedCluster
 from segmentlake.core.coordinator_run import ServedSegments
 from segmentlake.core.retention_rules import BroadcastRule, DropRule, LoadRule
 from segmentlake.core.storage_tiers import CoordinatorConfig, LoadReason, Volume
 from segmentlake.errors import SpecError
+from tests.core.cluster_simulation import SimulatedCluster
 
 DAY = 86_400_000
 T0 = 1_600_000_000_000

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 
 from segmentlake.core import coordinator_run
-from segmentlake.core.cluster_simulation import SimulatedCluster
 from segmentlake.core.coordinator_run import (
     ServedSegments,
     _per_volume_costs,
-    _Run,
+    _RunPlanner,
     _TierIndex,
     plan_run,
 )
 from segmentlake.core.retention_rules import LoadRule
 from segmentlake.core.segment_cost import GroupedCostIndex, IntervalCostIndex, to_units
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
+from tests.core.cluster_simulation import SimulatedCluster
 
 HOUR = 3_600_000
 T0 = 1_600_000_000_000
@@ -80,7 +80,7 @@ def random_cluster(seed: int, n: int = 1500) -> SimulatedCluster:
 def test_tier_costs_match_the_per_volume_indexes(seed: int) -> None:
     sim = random_cluster(seed)
     snap, _, _ = sim.snapshot()
-    run = _Run(snap, sim.config)
+    run = _RunPlanner(snap, sim.config)
     rng = np.random.default_rng(seed)
     for t in range(run.nt):
         vols = np.flatnonzero(run.vol_tier == t)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from segmentlake.core.cluster_simulation import SimulatedCluster
 from segmentlake.core.coordinator_run import _STOP_MISSES, _STOP_WINDOW, ServedSegments, _StopRule
 from segmentlake.core.retention_rules import LoadRule
 from segmentlake.core.storage_tiers import (
@@ -17,6 +16,7 @@ from segmentlake.core.storage_tiers import (
     split_queue_shares,
 )
 from segmentlake.errors import SpecError
+from tests.core.cluster_simulation import SimulatedCluster
 
 DAY = 86_400_000
 T0 = 1_600_000_000_000

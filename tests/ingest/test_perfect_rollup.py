@@ -376,14 +376,14 @@ def test_pruning_never_drops_a_matching_row(
 
 def test_an_equality_filter_reads_one_bucket_per_chunk(lake: Lake, partitioned: list[str]) -> None:
     from segmentlake.read.catalyst_domain import domain_of
-    from segmentlake.read.reader import visible_partitions
+    from segmentlake.storage.visible_rows import partitions
 
     timeline = lake.timeline("pruned_hash1")
     table = lake.spark.read.format("delta").load(f"{lake.warehouse}/pruned_hash1")
     types = {f.name: f.dataType for f in table.schema.fields}
-    every, _ = visible_partitions(timeline, INTERVAL)
+    every, _, _ = partitions(timeline, INTERVAL)
     domain = domain_of("channel = '#c' AND added > 3", types, spark=lake.spark)
-    kept, _ = visible_partitions(timeline, INTERVAL, domain)
+    kept, _, _ = partitions(timeline, INTERVAL, domain)
 
     assert len(every) == 12  # 3 days x 4 buckets
     assert len(kept) == 3  # the bucket of '#c', once per day

@@ -133,7 +133,7 @@ def test_read_stays_the_function_after_the_reader_package_is_imported() -> None:
         "import sys, segmentlake\n"
         "assert 'pyspark' not in sys.modules, 'import segmentlake must not load Spark'\n"
         "from segmentlake.read.reader import read_visible\n"
-        "import segmentlake.read.tiers\n"
+        "import segmentlake.read.tier_copies\n"
         "assert callable(segmentlake.read), segmentlake.read\n"
         "assert segmentlake.read.__module__ == 'segmentlake.table', segmentlake.read\n"
         "from segmentlake import read\n"

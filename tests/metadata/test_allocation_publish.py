@@ -18,9 +18,9 @@ from segmentlake.errors import LockRefused, MetadataVersionError, SpecError
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
+from segmentlake.metadata.metadata_table import DESCRIPTION_PREFIX
 from segmentlake.metadata.records import TABLE_SCHEMA, lock_row
 from segmentlake.metadata.store import Change, Conflict, now_ms
-from segmentlake.metadata.table import DESCRIPTION_PREFIX
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.spark.job_metrics import JobMetrics
 

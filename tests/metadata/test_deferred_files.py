@@ -176,8 +176,8 @@ def test_an_allocation_key_taken_on_another_chunk_is_found(tmp_path: Path) -> No
 
 
 def test_folds_are_size_tiered_below_the_full_fold() -> None:
+    from segmentlake.metadata.metadata_table import DataFile
     from segmentlake.metadata.store import _to_fold
-    from segmentlake.metadata.table import DataFile
 
     def files(*counts: int) -> list[DataFile]:
         return [DataFile(f"f{i}", DS, 100 * n, n) for i, n in enumerate(counts)]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from segmentlake.cli.inspect import format_table, print_segments, print_timeline
+from segmentlake.cli.text_tables import format_table, print_segments, print_timeline
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
 from segmentlake.lake import Lake

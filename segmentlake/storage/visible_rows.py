@@ -1,5 +1,5 @@
 """The rows of exactly the visible timeline, as one Delta scan pruned to the visible segments'
-partitions — what readers and compactions both read (engines must not import surfaces).
+partitions — what reads, compactions and the coordinator all scan.
 
 The timeline (from the metadata) says which segments serve which pieces of time. The scan
 keeps the partitions (``__segment`` values, from each segment's load spec) of every visible
@@ -19,18 +19,15 @@ from pyspark.sql import functions as F
 from segmentlake.core.filter_domain import Domain, could_contain
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN, sql_string
-from segmentlake.core.segment import DataSegment
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
+from segmentlake.storage.segment_keys import segment_key
 
 __all__ = [
-    "SEGMENT_KEY_COLUMN",
-    "TIME_COLUMN",
     "key_in",
     "output_columns",
     "partitions",
     "pruned_keys",
-    "sql_string",
     "visible_rows",
     "within",
 ]
@@ -166,14 +163,3 @@ def output_columns(table: DataFrame, wanted: Sequence[str] | None) -> list[str]:
     if missing:
         raise SpecError(f"columns {missing} are not in the datasource; it has {available}")
     return [TIME_COLUMN, *[c for c in wanted if c != TIME_COLUMN]]
-
-
-def segment_key(segment: DataSegment) -> str:
-    """The ``__segment`` value of ``segment``'s rows (from its load spec)."""
-    key = segment.load_spec.get("segment")
-    if segment.load_spec.get("type") != "delta" or not isinstance(key, str):
-        raise SpecError(
-            f"segment {segment.id} has load spec {dict(segment.load_spec)}; segmentlake reads "
-            "{'type': 'delta', 'path': ..., 'segment': <__segment value>}"
-        )
-    return key

@@ -1,9 +1,11 @@
-"""The datasource's Delta table: one table per datasource, one partition per segment.
+"""The datasource's Delta table and its files: one table per datasource, one partition per
+segment key.
 
 Writes are blind Delta appends (partitioned by ``__segment``), which never conflict with each
 other; only the very first writes racing to create the table, or a write adding columns while
 another commits, can fail — before anything is committed — and are retried. What a write
-added (rows and bytes per segment) is read back from the Delta log: no extra Spark job.
+added (rows and bytes per segment), and what the table holds per key, are read from the Delta
+log: no extra Spark job, no directory listing.
 """
 
 from __future__ import annotations
@@ -14,16 +16,16 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from segmentlake.ingest.rollup import SEGMENT_KEY
+from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.metadata.conflicts import retrying_table_commit
-from segmentlake.metadata.file_moves import rekey_files
 from segmentlake.metadata.table_log import TableLog
 
 __all__ = [
+    "KeyFiles",
     "WrittenSegment",
     "datasource_path",
+    "files_per_key",
     "pack_files",
-    "rekey_files",
     "write_rows",
     "written_segments",
 ]
@@ -51,6 +53,15 @@ class WrittenSegment:
     files: int
 
 
+@dataclass(frozen=True, slots=True)
+class KeyFiles:
+    """What the table's current version holds under one ``__segment`` key."""
+
+    newest_ms: int  # the newest file's modification time
+    rows: int  # from the files' statistics
+    files: int
+
+
 def datasource_path(warehouse: str, datasource: str) -> str:
     return f"{warehouse}/{datasource}"
 
@@ -69,7 +80,7 @@ def write_rows(
         writer = rows.write.format("delta").mode("append").option("mergeSchema", "true")
         if max_records_per_file is not None:
             writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
-        writer.partitionBy(SEGMENT_KEY).save(path)
+        writer.partitionBy(SEGMENT_KEY_COLUMN).save(path)
         return before, log.version()
 
     return retrying_table_commit(write, what=f"write to {path}", also=_RETRYABLE)
@@ -83,7 +94,7 @@ def written_segments(
     their stats."""
     totals: dict[str, list[int]] = {}
     for added in log.added_files(versions[0] + 1, versions[1]):
-        key = added.partition_values.get(SEGMENT_KEY)
+        key = added.partition_values.get(SEGMENT_KEY_COLUMN)
         if key is None or not keys(key):
             continue
         if "numRecords" not in added.stats:
@@ -111,3 +122,18 @@ def pack_files(files: Sequence[tuple[str, int]], limit: int) -> list[list[str]]:
         else:
             bins.append((rows, [path]))
     return [paths for _, paths in bins]
+
+
+def files_per_key(log: TableLog) -> dict[str, KeyFiles]:
+    """Per ``__segment`` key of the table's current version: its newest file's modification
+    time, rows and files — from the log."""
+    per_key: dict[str, list[int]] = {}
+    for f in log.live_files():
+        key = f.partition_values.get(SEGMENT_KEY_COLUMN)
+        if key is None:
+            continue
+        entry = per_key.setdefault(key, [0, 0, 0])
+        entry[0] = max(entry[0], f.modification_time_ms)
+        entry[1] += f.num_records or 0
+        entry[2] += 1
+    return {k: KeyFiles(newest, rows, files) for k, (newest, rows, files) in per_key.items()}

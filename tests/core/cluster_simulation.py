@@ -6,6 +6,9 @@ The simulation applies a plan the way the real coordinator does — new copies a
 stop being served — and completes loads when told: all at once by default, or a few per
 volume per step to model slow loaders, so runs overlap with the previous runs' loads.
 
+It ships with the tests, not the package: only the tests and the benchmarks (``bench/``, which
+put the repository root on ``sys.path`` for it) run it.
+
 >>> sim = SimulatedCluster(volumes, segments)                # doctest: +SKIP
 >>> sim.converge()                                           # doctest: +SKIP
 >>> sim.loaded_per_volume()                                  # doctest: +SKIP
