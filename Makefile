@@ -26,6 +26,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy segmentlake/core segmentlake/compact segmentlake/druid
+	$(BIN)/lint-imports
 
 format: setup
 	$(BIN)/ruff check --fix .
