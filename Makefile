@@ -25,7 +25,7 @@ quickstart: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy segmentlake/core segmentlake/compact
+	$(BIN)/mypy segmentlake
 
 format: setup
 	$(BIN)/ruff check --fix .

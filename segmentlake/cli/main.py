@@ -281,7 +281,7 @@ def _read_only(args: argparse.Namespace) -> bool:
         return args.set is None
     if args.command == "rules":
         return args.set is None
-    return args.command == "volume" and args.action == "list"
+    return bool(args.command == "volume" and args.action == "list")
 
 
 def _check_names(args: argparse.Namespace) -> None:

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -127,6 +127,14 @@ class Replacing:
     phases: Mapping[str, float] = field(default_factory=dict)  # before the engine's
 
 
+class _ReplacingValues(TypedDict, total=False):
+    """The report fields a compaction run adds (its keys are :class:`TaskReport`'s)."""
+
+    input_segments: int
+    input_bytes: int
+    skipped_chunks: int
+
+
 @dataclass
 class _Run:
     """The mutable state of one task while it runs."""
@@ -137,12 +145,12 @@ class _Run:
     spec: IngestionSpec
     interval: Interval | None
     task_id: str
+    df: DataFrame
     # Names this task's storage partitions; random, so a retried task id never reuses them.
     key_token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     phases: dict[str, float] = field(default_factory=dict)
     phase_metrics: dict[str, JobMetrics] = field(default_factory=dict)
     rows: RowStats = field(default_factory=RowStats)
-    df: DataFrame | None = None
     replacing: Replacing | None = None
     commits: CommitLog = field(default_factory=lambda: CommitLog({}, {}))
 
@@ -177,7 +185,7 @@ class _Run:
             **values,
         )
 
-    def _replacing_values(self) -> dict[str, int]:
+    def _replacing_values(self) -> _ReplacingValues:
         if self.replacing is None:
             return {}
         return {
@@ -214,9 +222,10 @@ def run_ingestion(
         )
     if task_id is not None:
         _refuse_published(target, datasource, task_id)
-    run = _Run(target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource))
+    run = _Run(
+        target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource), df
+    )
     run.replacing = replacing
-    run.df = df
     if replacing is not None:
         run.phases.update(replacing.phases)
     with recording_commits() as run.commits:

@@ -391,7 +391,8 @@ def _segments_of_table(
     """The segments of every row of ``table``, in row order, sharing ``builder``'s parts."""
 
     def column(name: str) -> list[Any]:
-        return table.column(name).to_pylist()
+        values: list[Any] = table.column(name).to_pylist()
+        return values
 
     # One zip over whole columns: no per-cell indexing, no dict per row.
     spec_keys = zip(

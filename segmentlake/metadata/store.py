@@ -453,7 +453,7 @@ class MetadataStore:
         """Tell the other writers that transaction ``commit_id`` keeps losing within
         ``scope``: a commit of no rows (nobody conflicts with it) whose record they see as
         they follow the log, and answer with :meth:`courtesy`."""
-        record = {
+        record: dict[str, Any] = {
             "id": f"waiting:{commit_id}",
             "op": "waiting",
             "ds": datasource,
@@ -611,7 +611,7 @@ class MetadataStore:
         for FOLD_CLAIM_S. On a busy partition a fold takes seconds of a background thread
         (measured: 2.8 s at 8 writers on 2 cores), long enough for every writer to start the
         same fold, all but one in vain."""
-        record = {
+        record: dict[str, Any] = {
             "id": f"upkeep_claim:{uuid.uuid4()}",
             "op": "upkeep_claim",
             "ds": datasource,
