@@ -40,6 +40,7 @@ from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.names import check_datasource_name
+from segmentlake.core.partitions_spec import DynamicPartitionsSpec
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
@@ -261,7 +262,8 @@ def _not_published_before(task_id: str) -> Callable[[PartitionState], None]:
 
 def _run(run: _Run, priority: int, lock_timeout_s: float) -> TaskReport:
     spec = run.spec
-    if getattr(spec.partitions_spec, "max_total_rows", None) is not None:
+    partitions = spec.partitions_spec
+    if isinstance(partitions, DynamicPartitionsSpec) and partitions.max_total_rows is not None:
         logger.info(
             "%s: maxTotalRows has no effect: each segment streams from one Spark task to "
             "storage, so no rows wait in memory to be pushed",
@@ -419,8 +421,7 @@ def _fill(limit: int) -> int:
 
 
 def _segment_row_limit(run: _Run) -> int | None:
-    limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
-    return None if limit is None else int(limit)
+    return run.spec.partitions_spec.segment_row_limit
 
 
 def _split(
