@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from segmentlake.core.interval import Interval
-from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
+from segmentlake.core.locks import (
+    LockGranularity,
+    LockGranularityName,
+    LockRequest,
+    LockType,
+    LockTypeName,
+    TaskLock,
+)
 from segmentlake.core.names import check_datasource_name
 from segmentlake.core.segment import DataSegment
 from segmentlake.metadata.allocation import AllocateRequest, allocate
@@ -49,8 +56,8 @@ class TaskActions:
         *,
         group_id: str,
         task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        lock_type: LockType | LockTypeName = LockType.EXCLUSIVE,
+        granularity: LockGranularity | LockGranularityName = LockGranularity.TIME_CHUNK,
         priority: int = 0,
         version: str | None = None,
         partition_num: int | None = None,
@@ -79,8 +86,8 @@ class TaskActions:
         *,
         group_id: str,
         task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        lock_type: LockType | LockTypeName = LockType.EXCLUSIVE,
+        granularity: LockGranularity | LockGranularityName = LockGranularity.TIME_CHUNK,
         priority: int = 0,
         version: str | None = None,
         partition_num: int | None = None,
@@ -112,8 +119,8 @@ class TaskActions:
         group_id: str,
         timeout_s: float = 30.0,
         task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        lock_type: LockType | LockTypeName = LockType.EXCLUSIVE,
+        granularity: LockGranularity | LockGranularityName = LockGranularity.TIME_CHUNK,
         priority: int = 0,
         version: str | None = None,
         partition_num: int | None = None,

@@ -27,6 +27,7 @@ from segmentlake.compact.control import (
     set_config,
     user_compactions,
 )
+from segmentlake.core.compaction import COMPACTION_MODES, CompactionMode
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE
 from segmentlake.core.granularity import Granularity
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
     from segmentlake.compact.kill import KillReport
     from segmentlake.compact.manager import CompactionManager
     from segmentlake.coordinator.coordinator import Coordinator
-    from segmentlake.ingest.task import IngestTarget
+    from segmentlake.ingest.task import IngestMode, IngestTarget
     from segmentlake.table import Datasource
 
 __all__ = ["Lake"]
@@ -435,7 +436,7 @@ class Lake:
         df: DataFrame,
         datasource: str,
         spec: IngestionSpec | Mapping[str, Any],
-        mode: str,
+        mode: IngestMode,
         interval: Interval | str | None,
         task_id: str | None,
         priority: int,
@@ -466,7 +467,7 @@ class Lake:
         datasource: str,
         interval: Interval | str | None = None,
         *,
-        mode: str = "minor",
+        mode: CompactionMode = "minor",
         segment_granularity: Granularity | str | None = None,
         partitions_spec: PartitionsSpec | Mapping[str, Any] | None = None,
         query_granularity: Granularity | str | None = None,
@@ -502,8 +503,9 @@ class Lake:
         from segmentlake.compact.minor import compact_minor, on_demand_planner
 
         span = None if interval is None else _interval(interval)
-        if mode not in ("minor", "major"):
-            raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
+        if mode not in COMPACTION_MODES:
+            modes = " or ".join(map(repr, COMPACTION_MODES))
+            raise SpecError(f"compaction mode must be {modes}, not {mode!r}")
         datasource = self._require_datasource(datasource)
         target = self._target()
         if mode == "major":
@@ -524,26 +526,24 @@ class Lake:
                 priority=priority,
                 lock_timeout_s=lock_timeout_s,
             )
-        if mode == "minor":
-            if segment_granularity is not None or partitions_spec is not None:
-                raise SpecError(
-                    "a minor compaction keeps each chunk and its partitioning; "
-                    "segment_granularity and partitions_spec need mode='major'"
-                )
-            return compact_minor(
-                target,
-                datasource,
-                span,
-                max_rows_per_segment=max_rows_per_segment,
-                task_id=task_id,
-                priority=priority,
-                segments=None if segments is None else [str(_segment_id(s)) for s in segments],
-                lock_timeout_s=lock_timeout_s,
-                planner=on_demand_planner(
-                    read_config(self.metadata, datasource).planner, max_rows_per_segment
-                ),
+        if segment_granularity is not None or partitions_spec is not None:
+            raise SpecError(
+                "a minor compaction keeps each chunk and its partitioning; "
+                "segment_granularity and partitions_spec need mode='major'"
             )
-        raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
+        return compact_minor(
+            target,
+            datasource,
+            span,
+            max_rows_per_segment=max_rows_per_segment,
+            task_id=task_id,
+            priority=priority,
+            segments=None if segments is None else [str(_segment_id(s)) for s in segments],
+            lock_timeout_s=lock_timeout_s,
+            planner=on_demand_planner(
+                read_config(self.metadata, datasource).planner, max_rows_per_segment
+            ),
+        )
 
     # -- the compaction manager -----------------------------------------------------------
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from segmentlake.core.compaction import CompactionMode
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from segmentlake.lake import Lake
 
 __all__ = ["Datasource", "DatasourceMaintenance", "read"]
-
-CompactionMode = Literal["minor", "major"]
 
 
 class Datasource:

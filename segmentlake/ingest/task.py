@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -91,7 +91,12 @@ from segmentlake.metadata.tasks import published_report, record_task, succeeded_
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 
-__all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
+__all__ = ["IngestMode", "IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
+
+# "compact" is major compaction's re-ingestion (it comes with ``replacing``), not a user's.
+IngestMode = Literal["append", "overwrite", "compact"]
+# The run-time check's list: the surface is called from untyped code too.
+_INGEST_MODES: tuple[IngestMode, ...] = get_args(IngestMode)
 
 # Split segments are filled to 80% of maxRowsPerSegment: the headroom of the hash-bucket
 # split this replaced, so segment sizes stayed what they were.
@@ -141,7 +146,7 @@ class _Run:
     """The mutable state of one task while it runs."""
 
     target: IngestTarget
-    mode: str
+    mode: IngestMode
     datasource: str
     spec: IngestionSpec
     interval: Interval | None
@@ -202,7 +207,7 @@ def run_ingestion(
     datasource: str,
     spec: IngestionSpec,
     *,
-    mode: str,
+    mode: IngestMode,
     interval: Interval | None,
     task_id: str | None,
     lock_timeout_s: float,
@@ -481,12 +486,12 @@ def _check_options(df: object, priority: object, lock_timeout_s: object) -> None
 
 
 def _check_request(
-    datasource: str, spec: IngestionSpec, mode: str, interval: Interval | None
+    datasource: str, spec: IngestionSpec, mode: IngestMode, interval: Interval | None
 ) -> None:
     check_datasource_name(datasource)
     if not isinstance(spec, IngestionSpec):
         raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
-    if mode not in ("append", "overwrite", "compact"):
+    if mode not in _INGEST_MODES:
         raise SpecError(f"an ingestion is an 'append' or an 'overwrite', not {mode!r}")
     if mode == "append" and spec.partitions_spec.perfect_rollup:
         raise SpecError(

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -71,6 +71,7 @@ __all__ = [
     "METADATA_VERSION",
     "Change",
     "ChangeBatch",
+    "ChangeOp",
     "Conflict",
     "MetadataStore",
     "PartitionState",
@@ -105,18 +106,27 @@ LOG_RETENTION_MS = 2 * 60_000
 # Long repeated strings (segment descriptors, schemas) stay dictionary-encoded in memory.
 _DICTIONARY_COLUMNS = ("shared",)
 
+ChangeOp = Literal["insert", "upsert", "delete"]
+# Checked at run time too: changes are built from untyped code and read back from commits.
+_CHANGE_OPS: tuple[ChangeOp, ...] = get_args(ChangeOp)
+
+
+def _check_op(op: str) -> None:
+    if op not in _CHANGE_OPS:
+        ops = ", ".join(_CHANGE_OPS[:-1]) + " or " + _CHANGE_OPS[-1]
+        raise SpecError(f"change op must be {ops}, got {op!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
     """One row change of a commit: ``insert`` (only if absent), ``upsert`` or ``delete``, keyed
     by (datasource, kind, id). When one commit changes a row twice, the later change wins."""
 
-    op: str
+    op: ChangeOp
     row: Row
 
     def __post_init__(self) -> None:
-        if self.op not in ("insert", "upsert", "delete"):
-            raise SpecError(f"change op must be insert, upsert or delete, got {self.op!r}")
+        _check_op(self.op)
 
     @property
     def key(self) -> str:
@@ -133,12 +143,11 @@ class ChangeBatch:
     the 10^4 lock rows a bulk publish releases, :meth:`PartitionState.table_of`), changed
     like one :class:`Change` per row, without a Python dict per row. Keys must be unique."""
 
-    op: str
+    op: ChangeOp
     table: pa.Table
 
     def __post_init__(self) -> None:
-        if self.op not in ("insert", "upsert", "delete"):
-            raise SpecError(f"change op must be insert, upsert or delete, got {self.op!r}")
+        _check_op(self.op)
 
 
 @dataclass(frozen=True, slots=True)
