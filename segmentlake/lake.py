@@ -143,7 +143,8 @@ class Lake:
     others for at most that long. The metadata is read and committed in this Python process
     (delta-rs, no JVM); ``spark`` is needed only for data — pass None to inspect a warehouse
     without starting Spark (a session is made, or the active one taken, on first need).
-    ``storage_options`` go to delta-rs for object stores (credentials, endpoint).
+    ``storage_options`` go to delta-rs for object stores (credentials, endpoint); ``retry``
+    is how metadata commits that lost a race back off (default :class:`RetryPolicy`).
     """
 
     def __init__(
@@ -402,7 +403,24 @@ class Lake:
         """Append ``df``'s rows to ``datasource`` as new segments in the existing chunks'
         versions (ids allocated in the publish commit, after the write): existing data
         stays visible, and appends from any number of drivers never conflict. Rows outside
-        ``interval`` (if given) are counted and skipped. Returns the task report.
+        ``interval`` (if given) are counted and skipped.
+
+        Args:
+            df: The input rows (a batch DataFrame; see :func:`append_stream` for streams).
+            datasource: Created by its first ingestion.
+            spec: Druid's ``dataSchema`` JSON (or a whole task spec) or an
+                :class:`IngestionSpec`.
+            interval: Rows outside it are counted and skipped (default: none).
+            task_id: Names this run (letters, digits, ``_`` and ``-``; default: a fresh id).
+                One that already succeeded raises :class:`TaskAlreadyPublished`, so a
+                retried job never ingests its rows twice.
+            priority: Lock priority: conflicting locks of strictly lower priority are revoked.
+            lock_timeout_s: How long the publish waits while an overwrite holds a chunk.
+
+        Returns:
+            The task report: rows by fate, segments, bytes, seconds per phase
+            (``report.summary()`` prints it).
+
 
         >>> spec = {"granularitySpec": {"segmentGranularity": "day"}}
         >>> lake.append(df, "wiki", spec).summary()  # doctest: +SKIP
@@ -426,7 +444,25 @@ class Lake:
         locks, a new version above every existing one, a tombstone for each chunk that gets
         no rows. ``interval`` must be aligned to the spec's segment granularity (which may
         differ from the existing data's). Until the publish commit readers see the old data;
-        after it, only the new. Returns the task report."""
+        after it, only the new.
+
+        Args:
+            df: The input rows (a batch DataFrame; see :func:`append_stream` for streams).
+            datasource: Created by its first ingestion.
+            spec: Druid's ``dataSchema`` JSON (or a whole task spec) or an
+                :class:`IngestionSpec`.
+            interval: The span replaced, aligned to the spec's segment granularity; rows
+                outside it are counted and skipped.
+            task_id: Names this run (letters, digits, ``_`` and ``-``; default: a fresh id).
+                One that already succeeded raises :class:`TaskAlreadyPublished`, so a
+                retried job never ingests its rows twice.
+            priority: Lock priority: conflicting locks of strictly lower priority are revoked.
+            lock_timeout_s: How long to wait for the chunks' locks held by other tasks.
+
+        Returns:
+            The task report: rows by fate, segments, bytes, seconds per phase
+            (``report.summary()`` prints it).
+        """
         return self._ingest(
             df, datasource, spec, "overwrite", interval, task_id, priority, lock_timeout_s
         )
@@ -495,6 +531,25 @@ class Lake:
           locks, and segments appended meanwhile are re-published under the new version.
 
         Chunks already compacted as wanted (their ``last_compaction_state``) are skipped.
+
+        Args:
+            datasource: The datasource to compact.
+            interval: The span compacted (default: all the data).
+            mode: ``"minor"`` or ``"major"`` (above).
+            segment_granularity: Major only: the chunks' new segment granularity.
+            partitions_spec: Major only: the perfect-rollup partitioning (hashed, range or
+                single_dim; JSON or a spec object).
+            query_granularity: Major only: the rows' time granularity (default: the
+                segments' finest).
+            rollup: Major only: roll rows up (default: only if every segment was).
+            max_rows_per_segment: Minor only: the size the merged segments are cut to.
+            segments: Minor only: compact only these segments (ids, strings or segments).
+            task_id: Names this run (default: a fresh id).
+            priority: Lock priority: conflicting locks of strictly lower priority are revoked.
+            lock_timeout_s: How long to wait for locks other tasks hold.
+
+        Returns:
+            The task report (``status`` ``SKIPPED`` when nothing needed compacting).
 
         >>> lake.compact("wiki", "2024-01-01/P7D", mode="major", segment_granularity="DAY")
         ... # doctest: +SKIP
@@ -571,7 +626,12 @@ class Lake:
     ) -> CompactionManager:
         """A compaction manager of this warehouse (every datasource unless ``datasources``);
         ``manager.run(compactors=2)`` runs it, ``manager.run(once=True)`` runs one pass and
-        drains its jobs."""
+        drains its jobs.
+
+        Args:
+            datasources: The datasources it manages (default: every one).
+            queue_size: The most jobs it keeps queued ahead of its compactors.
+        """
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
         from segmentlake.compact.manager import CompactionManager
@@ -591,7 +651,19 @@ class Lake:
         """Ask the compaction manager to compact every chunk serving ``interval`` now down to
         its final form, in jobs of at most ``max_segments_per_job`` segments; returns the
         request at once (its ``compaction_id`` and ``status``). A running manager does the
-        work; :meth:`user_compaction` tells how far it got."""
+        work; :meth:`user_compaction` tells how far it got.
+
+        Args:
+            datasource: The datasource to compact.
+            interval: The span whose chunks are compacted.
+            max_rows_per_segment: The compacted segments' size (default: the config's).
+            max_segments_per_job: The most input segments one job takes (default: the
+                config's).
+            compaction_id: Names the request (default: a fresh id).
+
+        Returns:
+            The stored request.
+        """
         span = _interval(interval)
         check_user_compaction_options(max_rows_per_segment, max_segments_per_job)
         return request_user_compaction(
@@ -726,7 +798,12 @@ class Lake:
     ) -> Coordinator:
         """The coordinator of this warehouse's tiers: ``coordinator.run_once()`` applies the
         rules (retention included), plans loads, drops, moves and balancing, commits them and
-        carries them out; ``coordinator.run(interval_s=60)`` keeps doing so."""
+        carries them out; ``coordinator.run(interval_s=60)`` keeps doing so.
+
+        Args:
+            datasources: The datasources it manages (default: every one).
+            loads_per_batch: The most segment copies loaded onto a volume in one batch.
+        """
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
         from segmentlake.coordinator.coordinator import Coordinator
