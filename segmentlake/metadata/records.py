@@ -159,6 +159,7 @@ def _scope_parts(
     keys: list[str] = []
     for kind, row_id, start, end in rows:
         if kind in TIME_KINDS and start is not None:
+            # A time row has both bounds or neither (the column pair is written together).
             ranges.append((int(start), int(end)))  # type: ignore[arg-type]
             if kind == PENDING:
                 # An allocation key names one allocation wherever it lies: two allocations
