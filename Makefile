@@ -25,7 +25,7 @@ quickstart: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy segmentlake/core segmentlake/compact segmentlake/druid
+	$(BIN)/mypy segmentlake
 	$(BIN)/lint-imports
 
 format: setup

@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from segmentlake.core.interval import Interval
-from segmentlake.core.locks import LockGranularity, LockRequest, LockType, TaskLock
+from segmentlake.core.locks import (
+    LockGranularity,
+    LockGranularityName,
+    LockRequest,
+    LockType,
+    LockTypeName,
+    TaskLock,
+)
 from segmentlake.core.names import check_datasource_name
 from segmentlake.core.segment import DataSegment
 from segmentlake.metadata.allocation import AllocateRequest, allocate
@@ -49,13 +56,30 @@ class TaskActions:
         *,
         group_id: str,
         task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        lock_type: LockType | LockTypeName = LockType.EXCLUSIVE,
+        granularity: LockGranularity | LockGranularityName = LockGranularity.TIME_CHUNK,
         priority: int = 0,
         version: str | None = None,
         partition_num: int | None = None,
     ) -> LockRequest:
         """Build (and validate) a lock request; ``task_id`` defaults to ``group_id``.
+
+        Args:
+            datasource: The datasource locked.
+            interval: The span locked (a time-chunk lock covers whole chunks of it).
+            group_id: The holder: locks of one group never conflict with each other.
+            task_id: The task asking, within its group (default: ``group_id``).
+            lock_type: ``EXCLUSIVE``, ``SHARED``, ``APPEND`` or ``REPLACE`` (Druid's rules of
+                which pairs conflict).
+            granularity: ``TIME_CHUNK`` or ``SEGMENT`` (one segment: give ``version`` and
+                ``partition_num``).
+            priority: A request whose conflicting holders all have strictly lower priority
+                revokes them.
+            version: A segment lock's segment version (time-chunk requests leave it unset).
+            partition_num: A segment lock's partition number.
+
+        Returns:
+            The request, for :meth:`try_lock` or :meth:`lock` to ask with the same options.
 
         >>> lake.actions.lock_request("wiki", "2024-01-01/P1D", group_id="g", lock_type="SHARED")
         ... # doctest: +SKIP
@@ -79,8 +103,8 @@ class TaskActions:
         *,
         group_id: str,
         task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        lock_type: LockType | LockTypeName = LockType.EXCLUSIVE,
+        granularity: LockGranularity | LockGranularityName = LockGranularity.TIME_CHUNK,
         priority: int = 0,
         version: str | None = None,
         partition_num: int | None = None,
@@ -112,8 +136,8 @@ class TaskActions:
         group_id: str,
         timeout_s: float = 30.0,
         task_id: str | None = None,
-        lock_type: LockType | str = LockType.EXCLUSIVE,
-        granularity: LockGranularity | str = LockGranularity.TIME_CHUNK,
+        lock_type: LockType | LockTypeName = LockType.EXCLUSIVE,
+        granularity: LockGranularity | LockGranularityName = LockGranularity.TIME_CHUNK,
         priority: int = 0,
         version: str | None = None,
         partition_num: int | None = None,
@@ -181,6 +205,20 @@ class TaskActions:
         """Allocate segment ids with their segment locks in one commit, idempotent per
         (sequence name, previous id) (Druid's ``SegmentAllocateAction``).
 
+        Args:
+            datasource: The datasource the segments are of.
+            requests: One per segment wanted: its interval, sequence name and previous id.
+            group_id: The group that holds the segment locks (publish with the same one).
+            task_id: The task asking (default: ``group_id``).
+            priority: Lock priority; a conflicting lock of another group of equal or higher
+                priority (an overwrite's) refuses the allocation with
+                :class:`~segmentlake.errors.LockRefused`.
+            overwrite_version: Allocate in the overwrite space of the chunks of that version
+                (minor compaction) instead of first-generation ids for appends.
+
+        Returns:
+            One pending segment (the allocated id) per request, in their order.
+
         >>> day = Interval.parse("2024-01-01/P1D")  # doctest: +SKIP
         >>> (pending,) = lake.actions.allocate("wiki", [AllocateRequest(day, "seq-0")],
         ...     group_id="job-1")  # doctest: +SKIP
@@ -205,6 +243,9 @@ class TaskActions:
     ) -> PublishResult:
         """Publish segments under the group's locks in one commit (all or nothing; a lost or
         revoked lock fails it), releasing the locks unless ``release_locks=False``.
+
+        Returns:
+            How many segments were published and locks released.
 
         >>> lake.actions.publish("wiki", segments, group_id="job-1")  # doctest: +SKIP
         """

@@ -27,6 +27,7 @@ from segmentlake.compact.control import (
     set_config,
     user_compactions,
 )
+from segmentlake.core.compaction import COMPACTION_MODES, CompactionMode
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE
 from segmentlake.core.granularity import Granularity
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
     from segmentlake.compact.kill import KillReport
     from segmentlake.compact.manager import CompactionManager
     from segmentlake.coordinator.coordinator import Coordinator
-    from segmentlake.ingest.task import IngestTarget
+    from segmentlake.ingest.task import IngestMode, IngestTarget
     from segmentlake.table import Datasource
 
 __all__ = ["Lake"]
@@ -142,7 +143,8 @@ class Lake:
     others for at most that long. The metadata is read and committed in this Python process
     (delta-rs, no JVM); ``spark`` is needed only for data — pass None to inspect a warehouse
     without starting Spark (a session is made, or the active one taken, on first need).
-    ``storage_options`` go to delta-rs for object stores (credentials, endpoint).
+    ``storage_options`` go to delta-rs for object stores (credentials, endpoint); ``retry``
+    is how metadata commits that lost a race back off (default :class:`RetryPolicy`).
     """
 
     def __init__(
@@ -401,7 +403,24 @@ class Lake:
         """Append ``df``'s rows to ``datasource`` as new segments in the existing chunks'
         versions (ids allocated in the publish commit, after the write): existing data
         stays visible, and appends from any number of drivers never conflict. Rows outside
-        ``interval`` (if given) are counted and skipped. Returns the task report.
+        ``interval`` (if given) are counted and skipped.
+
+        Args:
+            df: The input rows (a batch DataFrame; see :func:`append_stream` for streams).
+            datasource: Created by its first ingestion.
+            spec: Druid's ``dataSchema`` JSON (or a whole task spec) or an
+                :class:`IngestionSpec`.
+            interval: Rows outside it are counted and skipped (default: none).
+            task_id: Names this run (letters, digits, ``_`` and ``-``; default: a fresh id).
+                One that already succeeded raises :class:`TaskAlreadyPublished`, so a
+                retried job never ingests its rows twice.
+            priority: Lock priority: conflicting locks of strictly lower priority are revoked.
+            lock_timeout_s: How long the publish waits while an overwrite holds a chunk.
+
+        Returns:
+            The task report: rows by fate, segments, bytes, seconds per phase
+            (``report.summary()`` prints it).
+
 
         >>> spec = {"granularitySpec": {"segmentGranularity": "day"}}
         >>> lake.append(df, "wiki", spec).summary()  # doctest: +SKIP
@@ -425,7 +444,25 @@ class Lake:
         locks, a new version above every existing one, a tombstone for each chunk that gets
         no rows. ``interval`` must be aligned to the spec's segment granularity (which may
         differ from the existing data's). Until the publish commit readers see the old data;
-        after it, only the new. Returns the task report."""
+        after it, only the new.
+
+        Args:
+            df: The input rows (a batch DataFrame; see :func:`append_stream` for streams).
+            datasource: Created by its first ingestion.
+            spec: Druid's ``dataSchema`` JSON (or a whole task spec) or an
+                :class:`IngestionSpec`.
+            interval: The span replaced, aligned to the spec's segment granularity; rows
+                outside it are counted and skipped.
+            task_id: Names this run (letters, digits, ``_`` and ``-``; default: a fresh id).
+                One that already succeeded raises :class:`TaskAlreadyPublished`, so a
+                retried job never ingests its rows twice.
+            priority: Lock priority: conflicting locks of strictly lower priority are revoked.
+            lock_timeout_s: How long to wait for the chunks' locks held by other tasks.
+
+        Returns:
+            The task report: rows by fate, segments, bytes, seconds per phase
+            (``report.summary()`` prints it).
+        """
         return self._ingest(
             df, datasource, spec, "overwrite", interval, task_id, priority, lock_timeout_s
         )
@@ -435,7 +472,7 @@ class Lake:
         df: DataFrame,
         datasource: str,
         spec: IngestionSpec | Mapping[str, Any],
-        mode: str,
+        mode: IngestMode,
         interval: Interval | str | None,
         task_id: str | None,
         priority: int,
@@ -466,7 +503,7 @@ class Lake:
         datasource: str,
         interval: Interval | str | None = None,
         *,
-        mode: str = "minor",
+        mode: CompactionMode = "minor",
         segment_granularity: Granularity | str | None = None,
         partitions_spec: PartitionsSpec | Mapping[str, Any] | None = None,
         query_granularity: Granularity | str | None = None,
@@ -495,6 +532,25 @@ class Lake:
 
         Chunks already compacted as wanted (their ``last_compaction_state``) are skipped.
 
+        Args:
+            datasource: The datasource to compact.
+            interval: The span compacted (default: all the data).
+            mode: ``"minor"`` or ``"major"`` (above).
+            segment_granularity: Major only: the chunks' new segment granularity.
+            partitions_spec: Major only: the perfect-rollup partitioning (hashed, range or
+                single_dim; JSON or a spec object).
+            query_granularity: Major only: the rows' time granularity (default: the
+                segments' finest).
+            rollup: Major only: roll rows up (default: only if every segment was).
+            max_rows_per_segment: Minor only: the size the merged segments are cut to.
+            segments: Minor only: compact only these segments (ids, strings or segments).
+            task_id: Names this run (default: a fresh id).
+            priority: Lock priority: conflicting locks of strictly lower priority are revoked.
+            lock_timeout_s: How long to wait for locks other tasks hold.
+
+        Returns:
+            The task report (``status`` ``SKIPPED`` when nothing needed compacting).
+
         >>> lake.compact("wiki", "2024-01-01/P7D", mode="major", segment_granularity="DAY")
         ... # doctest: +SKIP
         """
@@ -502,8 +558,9 @@ class Lake:
         from segmentlake.compact.minor import compact_minor, on_demand_planner
 
         span = None if interval is None else _interval(interval)
-        if mode not in ("minor", "major"):
-            raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
+        if mode not in COMPACTION_MODES:
+            modes = " or ".join(map(repr, COMPACTION_MODES))
+            raise SpecError(f"compaction mode must be {modes}, not {mode!r}")
         datasource = self._require_datasource(datasource)
         target = self._target()
         if mode == "major":
@@ -524,26 +581,24 @@ class Lake:
                 priority=priority,
                 lock_timeout_s=lock_timeout_s,
             )
-        if mode == "minor":
-            if segment_granularity is not None or partitions_spec is not None:
-                raise SpecError(
-                    "a minor compaction keeps each chunk and its partitioning; "
-                    "segment_granularity and partitions_spec need mode='major'"
-                )
-            return compact_minor(
-                target,
-                datasource,
-                span,
-                max_rows_per_segment=max_rows_per_segment,
-                task_id=task_id,
-                priority=priority,
-                segments=None if segments is None else [str(_segment_id(s)) for s in segments],
-                lock_timeout_s=lock_timeout_s,
-                planner=on_demand_planner(
-                    read_config(self.metadata, datasource).planner, max_rows_per_segment
-                ),
+        if segment_granularity is not None or partitions_spec is not None:
+            raise SpecError(
+                "a minor compaction keeps each chunk and its partitioning; "
+                "segment_granularity and partitions_spec need mode='major'"
             )
-        raise SpecError(f"compaction mode must be 'minor' or 'major', not {mode!r}")
+        return compact_minor(
+            target,
+            datasource,
+            span,
+            max_rows_per_segment=max_rows_per_segment,
+            task_id=task_id,
+            priority=priority,
+            segments=None if segments is None else [str(_segment_id(s)) for s in segments],
+            lock_timeout_s=lock_timeout_s,
+            planner=on_demand_planner(
+                read_config(self.metadata, datasource).planner, max_rows_per_segment
+            ),
+        )
 
     # -- the compaction manager -----------------------------------------------------------
 
@@ -571,7 +626,12 @@ class Lake:
     ) -> CompactionManager:
         """A compaction manager of this warehouse (every datasource unless ``datasources``);
         ``manager.run(compactors=2)`` runs it, ``manager.run(once=True)`` runs one pass and
-        drains its jobs."""
+        drains its jobs.
+
+        Args:
+            datasources: The datasources it manages (default: every one).
+            queue_size: The most jobs it keeps queued ahead of its compactors.
+        """
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
         from segmentlake.compact.manager import CompactionManager
@@ -591,7 +651,19 @@ class Lake:
         """Ask the compaction manager to compact every chunk serving ``interval`` now down to
         its final form, in jobs of at most ``max_segments_per_job`` segments; returns the
         request at once (its ``compaction_id`` and ``status``). A running manager does the
-        work; :meth:`user_compaction` tells how far it got."""
+        work; :meth:`user_compaction` tells how far it got.
+
+        Args:
+            datasource: The datasource to compact.
+            interval: The span whose chunks are compacted.
+            max_rows_per_segment: The compacted segments' size (default: the config's).
+            max_segments_per_job: The most input segments one job takes (default: the
+                config's).
+            compaction_id: Names the request (default: a fresh id).
+
+        Returns:
+            The stored request.
+        """
         span = _interval(interval)
         check_user_compaction_options(max_rows_per_segment, max_segments_per_job)
         return request_user_compaction(
@@ -726,7 +798,12 @@ class Lake:
     ) -> Coordinator:
         """The coordinator of this warehouse's tiers: ``coordinator.run_once()`` applies the
         rules (retention included), plans loads, drops, moves and balancing, commits them and
-        carries them out; ``coordinator.run(interval_s=60)`` keeps doing so."""
+        carries them out; ``coordinator.run(interval_s=60)`` keeps doing so.
+
+        Args:
+            datasources: The datasources it manages (default: every one).
+            loads_per_batch: The most segment copies loaded onto a volume in one batch.
+        """
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
         from segmentlake.coordinator.coordinator import Coordinator

@@ -61,6 +61,17 @@ def batch_writer(
     """The ``foreachBatch`` function appending each micro-batch to ``datasource`` exactly once
     (see the module); use it with your own ``writeStream`` settings, or :func:`append_stream`.
 
+    Args:
+        lake: The warehouse appended to.
+        datasource: The datasource appended to.
+        spec: Druid's ``dataSchema`` JSON or an :class:`IngestionSpec`, read once here.
+        stream_id: Names the stream in each batch's task id (1-100 letters, digits, ``_``,
+            ``-``): keep it for as long as the checkpoint, or replays are not recognised.
+        lock_timeout_s: How long each batch's publish waits while an overwrite holds a chunk.
+
+    Returns:
+        The function to give ``foreachBatch``.
+
     >>> stream.writeStream.foreachBatch(batch_writer(lake, "events", spec,
     ...     stream_id="events")).option("checkpointLocation", chk).start()  # doctest: +SKIP
     """
@@ -140,6 +151,19 @@ def append_stream(
     ``stream_id`` names the stream in task ids (default: derived from
     ``checkpoint_location``); ``trigger`` is passed to ``DataStreamWriter.trigger`` (e.g.
     ``{"processingTime": "10 seconds"}`` or ``{"availableNow": True}``).
+
+    Args:
+        lake: The warehouse appended to.
+        stream: A streaming DataFrame (``spark.readStream...``).
+        datasource: The datasource appended to.
+        spec: Druid's ``dataSchema`` JSON or an :class:`IngestionSpec`.
+        checkpoint_location: The query's checkpoint directory (what makes it exactly once).
+        stream_id: See above (default: derived from ``checkpoint_location``).
+        trigger: Keyword arguments of ``DataStreamWriter.trigger`` (default: Spark's).
+        query_name: The query's name in the Spark UI and ``spark.streams``.
+
+    Returns:
+        The started query.
     """
     if not stream.isStreaming:
         raise SpecError("append_stream needs a streaming DataFrame (spark.readStream...)")

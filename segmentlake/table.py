@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from segmentlake.core.compaction import CompactionMode
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from segmentlake.lake import Lake
 
 __all__ = ["Datasource", "DatasourceMaintenance", "read"]
-
-CompactionMode = Literal["minor", "major"]
 
 
 class Datasource:
@@ -76,7 +75,11 @@ class Datasource:
         lock_timeout_s: float = 60.0,
     ) -> TaskReport:
         """Append ``df``'s rows as new segments in the existing chunks' versions: existing data
-        stays visible and concurrent appends never conflict (see :meth:`Lake.append`).
+        stays visible and concurrent appends never conflict (see :meth:`Lake.append`, whose
+        arguments these are).
+
+        Returns:
+            The task report.
 
         >>> wiki.append(df, spec).summary()  # doctest: +SKIP
         """
@@ -102,7 +105,10 @@ class Datasource:
     ) -> TaskReport:
         """Replace ``interval`` (aligned to the spec's segment granularity) with ``df``'s rows
         under a new version; chunks that get no rows get a tombstone (see
-        :meth:`Lake.overwrite`).
+        :meth:`Lake.overwrite`, whose arguments these are).
+
+        Returns:
+            The task report.
 
         >>> wiki.overwrite(df, spec, interval="2024-01-01/P1D")  # doctest: +SKIP
         """
@@ -128,6 +134,16 @@ class Datasource:
     ) -> DataFrame:
         """Exactly the visible rows (in ``interval``): ``__time`` and ``columns`` (default every
         dimension and metric) matching ``filter`` (see :meth:`Lake.read`).
+
+        Args:
+            interval: Only rows in it (default: all).
+            columns: The columns besides ``__time`` (default: every dimension and metric).
+            filter: A Spark SQL condition or a Column.
+            tier: Read segments loaded on this tier's live volumes from there (default: the
+                Spark conf ``segmentlake.read.tier``); the rows are the same.
+
+        Returns:
+            A DataFrame of those rows.
 
         >>> wiki.read(interval="2024-01-01/P1D", filter="channel = '#en'").count()
         ... # doctest: +SKIP
@@ -179,7 +195,8 @@ class Datasource:
     ) -> TaskReport:
         """Run one compaction now (``mode="minor"``: merge small segments inside each chunk;
         ``"major"``: re-ingest whole chunks with perfect rollup, optionally to another
-        ``segment_granularity``) and return its report (see :meth:`Lake.compact`).
+        ``segment_granularity``) and return its report (see :meth:`Lake.compact`, whose
+        arguments these are).
 
         >>> wiki.compact(interval="2024-01-01/P7D", mode="major", segment_granularity="DAY")
         ... # doctest: +SKIP

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from segmentlake.cli import manage, tier_commands
+from segmentlake.core.compaction import COMPACTION_MODES
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def _add_compact_command(sub: argparse._SubParsersAction[argparse.ArgumentParser
     )
     compact.add_argument("datasource")
     compact.add_argument("--interval", help="ISO interval (default: all the data)")
-    compact.add_argument("--mode", choices=("minor", "major"), default="minor")
+    compact.add_argument("--mode", choices=COMPACTION_MODES, default="minor")
     compact.add_argument("--segment-granularity", help="major only, e.g. DAY")
     compact.add_argument(
         "--partitions-spec", metavar="JSON", help="major only: Druid's partitionsSpec JSON"
@@ -281,7 +282,7 @@ def _read_only(args: argparse.Namespace) -> bool:
         return args.set is None
     if args.command == "rules":
         return args.set is None
-    return args.command == "volume" and args.action == "list"
+    return bool(args.command == "volume" and args.action == "list")
 
 
 def _check_names(args: argparse.Namespace) -> None:

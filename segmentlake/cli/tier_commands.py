@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from segmentlake.errors import SpecError
 
 if TYPE_CHECKING:
     from segmentlake.coordinator.coordinator import CoordinatorReport
+    from segmentlake.core.retention_rules import Rule
     from segmentlake.lake import Lake
 
 __all__ = ["COMMANDS", "add_tier_commands", "run_tier_command"]
@@ -101,10 +103,10 @@ def _rules(lake: Lake, args: argparse.Namespace) -> int:
     return 0
 
 
-def _rules_json(rules: object) -> object:
+def _rules_json(rules: Sequence[Rule] | None) -> list[dict[str, Any]] | None:
     if rules is None:
         return None
-    return [rule.to_json() for rule in rules]  # type: ignore[attr-defined]
+    return [rule.to_json() for rule in rules]
 
 
 def _volume(lake: Lake, args: argparse.Namespace) -> int:
@@ -171,7 +173,8 @@ def _print_run(report: CoordinatorReport) -> None:
         )
 
 
-def _json(text: str, option: str) -> object:
+def _json(text: str, option: str) -> Any:
+    """``text`` parsed; its shape is checked by the Lake method it is handed to."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -211,8 +211,10 @@ def _known_shards(
     """A hashed spec by target rows, as ``numShards: 1`` when no chunk can exceed the target:
     the segment records bound the rows (rollup only lowers them), so the pass that counts
     them (a second scan of the input) would only find one bucket."""
-    target = getattr(partitions, "target_rows_per_segment", None)
-    if not isinstance(partitions, HashedPartitionsSpec) or target is None:
+    if not isinstance(partitions, HashedPartitionsSpec):
+        return partitions
+    target = partitions.target_rows_per_segment
+    if target is None:
         return partitions
     rows: dict[int, int] = {}
     for seg in visible:

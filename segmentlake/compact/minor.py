@@ -537,7 +537,7 @@ class _Job:
             "input_bytes": sum(s.size for s in self.inputs),
         }
 
-    def report(self, status: str, **values: object) -> TaskReport:
+    def report(self, status: str, **values: Any) -> TaskReport:
         commits = self.commits
         return TaskReport(
             task_id=self.task_id,
@@ -549,7 +549,7 @@ class _Job:
             phases=dict(self.phases),
             commits=dict(commits.commits) if commits else {},
             retries=dict(commits.retries) if commits else {},
-            **values,  # type: ignore[arg-type]
+            **values,
         )
 
     def fail(self, err: BaseException) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import (
@@ -33,8 +33,10 @@ from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.errors import SpecError
 
 __all__ = [
+    "COMPACTION_MODES",
     "MAJOR",
     "MINOR",
+    "CompactionMode",
     "MinorRun",
     "compaction_spec",
     "compaction_state",
@@ -42,7 +44,11 @@ __all__ = [
     "minor_runs",
 ]
 
-MAJOR, MINOR = "major", "minor"
+CompactionMode = Literal["minor", "major"]
+# The run-time check's list: callers from untyped code, the CLI and SQL pass any string.
+COMPACTION_MODES: tuple[CompactionMode, ...] = get_args(CompactionMode)
+MAJOR: Final = "major"
+MINOR: Final = "minor"
 _GRANULARITY_ORDER = list(Granularity)
 
 
@@ -108,7 +114,7 @@ def compaction_spec(
 
 
 def compaction_state(
-    mode: str,
+    mode: CompactionMode,
     dimensions: Sequence[str],
     schema: SegmentSchema,
     *,

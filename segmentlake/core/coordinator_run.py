@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from segmentlake.core.retention_rules import Rule, match_rules
+from segmentlake.core.retention_rules import LoadRule, Rule, match_rules
 from segmentlake.core.segment_cost import (
     GroupedCostIndex,
     IntervalCostIndex,
@@ -365,8 +365,8 @@ class _RunPlanner:
             self.stats.no_matching_rule += int(np.count_nonzero(matched < 0))
             for r in np.unique(matched[matched >= 0]):
                 rule, sel = chain[int(r)], rows[matched == r]
-                if rule.kind == "load":
-                    for tier, count in rule.replicants.items():  # type: ignore[attr-defined]
+                if isinstance(rule, LoadRule):
+                    for tier, count in rule.replicants.items():
                         self.required[sel, self.tier_of[tier]] = count
                 elif rule.kind == "broadcast":
                     self.broadcast[sel] = True
@@ -1038,8 +1038,8 @@ def _tier_names(snapshot: ClusterSnapshot) -> list[str]:
     names = {v.tier for v in snapshot.volumes}
     for chain in [*snapshot.rules.values(), snapshot.default_rules]:
         for rule in chain:
-            if rule.kind == "load":
-                names.update(rule.replicants)  # type: ignore[attr-defined]
+            if isinstance(rule, LoadRule):
+                names.update(rule.replicants)
     return sorted(names)
 
 

@@ -519,7 +519,7 @@ def _check_partition_dimensions(spec: IngestionSpec) -> None:
     partitions = spec.partitions_spec
     if not partitions.perfect_rollup:
         return
-    named = getattr(partitions, "partition_dimensions", ())
+    named = partitions.partition_dimensions
     dims = spec.dimensions_spec.dimensions
     missing = [d for d in named if dims is not None and d not in dims]
     if missing:

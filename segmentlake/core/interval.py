@@ -293,6 +293,8 @@ def _millis(value: object) -> int:
     float) within the calendar."""
     number = None
     if not isinstance(value, bool) and hasattr(type(value), "__index__"):
+        # The __index__ check is SupportsIndex's own test; isinstance against the runtime
+        # Protocol would narrow it but costs microseconds on this hot path.
         number = operator.index(value)  # type: ignore[arg-type]
     if number is None or not MIN_MILLIS <= number <= MAX_MILLIS:
         raise SpecError(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from segmentlake.core.interval import Interval, format_timestamp, parse_timestamp, to_millis
 from segmentlake.core.shard_spec import NON_ROOT_GENERATION_PARTITION_ID_MAX
@@ -37,8 +38,10 @@ from segmentlake.errors import SpecError
 __all__ = [
     "LockDecision",
     "LockGranularity",
+    "LockGranularityName",
     "LockRequest",
     "LockType",
+    "LockTypeName",
     "TaskLock",
     "decide_lock",
     "lock_conflicts",
@@ -76,6 +79,12 @@ _COMPATIBLE = frozenset(
 class LockGranularity(_Strict):
     TIME_CHUNK = "TIME_CHUNK"
     SEGMENT = "SEGMENT"
+
+
+# The enums' values as typed callers may pass them (the enums check what untyped callers pass);
+# tests/core/test_literal_options.py keeps them equal to the members.
+LockTypeName = Literal["EXCLUSIVE", "SHARED", "APPEND", "REPLACE"]
+LockGranularityName = Literal["TIME_CHUNK", "SEGMENT"]
 
 
 @dataclass(frozen=True, slots=True)

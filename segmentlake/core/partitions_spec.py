@@ -92,6 +92,16 @@ class DynamicPartitionsSpec:
         _positive(self.max_rows_per_segment, "maxRowsPerSegment")
         _positive(self.max_total_rows, "maxTotalRows", optional=True)
 
+    @property
+    def partition_dimensions(self) -> tuple[str, ...]:
+        """None: segments are cut by row count, whatever their rows' values."""
+        return ()
+
+    @property
+    def segment_row_limit(self) -> int:
+        """The most rows one segment holds (``max_rows_per_segment``)."""
+        return self.max_rows_per_segment
+
     def to_json(self) -> dict[str, Any]:
         return {
             "type": self.type_name,
@@ -134,6 +144,12 @@ class HashedPartitionsSpec:
                 f"supported; segmentlake hashes with {HASH_PARTITION_FUNCTION!r} (Spark SQL's "
                 "pmod(hash(...), numBuckets)); remove the field or set it to that"
             )
+
+    @property
+    def segment_row_limit(self) -> None:
+        """None: a bucket's segment holds every row that hashes to it; the target only
+        chooses the bucket count."""
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -190,6 +206,11 @@ class DimensionRangePartitionsSpec:
         object.__setattr__(self, "target_rows_per_segment", target)
         object.__setattr__(self, "max_rows_per_segment", maximum)
 
+    @property
+    def segment_row_limit(self) -> int | None:
+        """The most rows one segment holds (``max_rows_per_segment``, resolved when built)."""
+        return self.max_rows_per_segment
+
     def to_json(self) -> dict[str, Any]:
         return {
             "type": self.type_name,
@@ -217,6 +238,11 @@ class SingleDimensionPartitionsSpec:
         )
         object.__setattr__(self, "target_rows_per_segment", target)
         object.__setattr__(self, "max_rows_per_segment", maximum)
+
+    @property
+    def segment_row_limit(self) -> int | None:
+        """The most rows one segment holds (``max_rows_per_segment``, resolved when built)."""
+        return self.max_rows_per_segment
 
     @property
     def partition_dimensions(self) -> tuple[str, ...]:

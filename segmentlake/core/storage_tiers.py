@@ -280,13 +280,14 @@ class CoordinatorConfig:
     @property
     def queue_shares(self) -> tuple[int, int, int]:
         """The resolved loading, decommissioning and balancing shares (percent, sum 100)."""
-        shares = (
-            self.loading_min_percent,
-            self.decommissioning_min_percent,
-            self.balancing_min_percent,
-        )
-        assert None not in shares  # resolved by __post_init__
-        return shares  # type: ignore[return-value]
+        loading = self.loading_min_percent
+        decommissioning = self.decommissioning_min_percent
+        balancing = self.balancing_min_percent
+        # resolved by __post_init__
+        assert loading is not None
+        assert decommissioning is not None
+        assert balancing is not None
+        return loading, decommissioning, balancing
 
     def queue_share(self, reason: LoadReason) -> int:
         """The slots of a volume's load queue guaranteed to ``reason``."""
@@ -317,10 +318,11 @@ class CoordinatorConfig:
         so loading gets the rest."""
         if isinstance(data, Mapping) and "smartSegmentLoading" not in data:
             shares = [data.get(k) for k in _SHARE_KEYS]
-            if all(isinstance(p, int) and not isinstance(p, bool) for p in shares):
-                total = sum(shares)  # type: ignore[arg-type]
+            ints = [p for p in shares if isinstance(p, int) and not isinstance(p, bool)]
+            if len(ints) == len(shares):
+                total = sum(ints)
                 if 0 <= total < 100:
-                    data = {**data, "loadingMinPercent": shares[0] + 100 - total}  # type: ignore[operator]
+                    data = {**data, "loadingMinPercent": ints[0] + 100 - total}
         return cls.from_json(data)
 
     def updated(self, changes: Mapping[str, Any]) -> CoordinatorConfig:

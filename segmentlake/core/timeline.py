@@ -449,13 +449,15 @@ class VersionedIntervalTimeline:
         key = segment.interval.key
         versions = self._chunks.get(key)
         chunk = versions.get(segment.version) if versions else None
-        if chunk is None or segment.shard_spec.partition_num not in chunk.segments:
+        if versions is None or chunk is None:
+            return None
+        if segment.shard_spec.partition_num not in chunk.segments:
             return None
         removed = chunk.segments.pop(segment.shard_spec.partition_num)
         self._size -= 1
         chunk.invalidate()
         if not chunk.segments:
-            del versions[segment.version]  # type: ignore[union-attr]
+            del versions[segment.version]
             if not versions:
                 del self._chunks[key]
                 index = self._by_length[key[1] - key[0]]

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, TypedDict, get_args
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -40,6 +40,7 @@ from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, check_datasource_name
+from segmentlake.core.partitions_spec import DynamicPartitionsSpec
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
@@ -85,7 +86,12 @@ from segmentlake.storage.table_files import (
     written_segments,
 )
 
-__all__ = ["IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
+__all__ = ["IngestMode", "IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
+
+# "compact" is major compaction's re-ingestion (it comes with ``replacing``), not a user's.
+IngestMode = Literal["append", "overwrite", "compact"]
+# The run-time check's list: the surface is called from untyped code too.
+_INGEST_MODES: tuple[IngestMode, ...] = get_args(IngestMode)
 
 # Split segments are filled to 80% of maxRowsPerSegment: the headroom of the hash-bucket
 # split this replaced, so segment sizes stayed what they were.
@@ -122,22 +128,30 @@ class Replacing:
     phases: Mapping[str, float] = field(default_factory=dict)  # before the engine's
 
 
+class _ReplacingValues(TypedDict, total=False):
+    """The report fields a compaction run adds (its keys are :class:`TaskReport`'s)."""
+
+    input_segments: int
+    input_bytes: int
+    skipped_chunks: int
+
+
 @dataclass
 class _RunningTask:
     """The mutable state of one task while it runs."""
 
     target: IngestTarget
-    mode: str
+    mode: IngestMode
     datasource: str
     spec: IngestionSpec
     interval: Interval | None
     task_id: str
+    df: DataFrame
     # Names this task's storage partitions; random, so a retried task id never reuses them.
     key_token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     phases: dict[str, float] = field(default_factory=dict)
     phase_metrics: dict[str, JobMetrics] = field(default_factory=dict)
     rows: RowStats = field(default_factory=RowStats)
-    df: DataFrame | None = None
     replacing: Replacing | None = None
     commits: CommitLog = field(default_factory=lambda: CommitLog({}, {}))
 
@@ -172,7 +186,7 @@ class _RunningTask:
             **values,
         )
 
-    def _replacing_values(self) -> dict[str, int]:
+    def _replacing_values(self) -> _ReplacingValues:
         if self.replacing is None:
             return {}
         return {
@@ -188,7 +202,7 @@ def run_ingestion(
     datasource: str,
     spec: IngestionSpec,
     *,
-    mode: str,
+    mode: IngestMode,
     interval: Interval | None,
     task_id: str | None,
     lock_timeout_s: float,
@@ -210,10 +224,9 @@ def run_ingestion(
     if task_id is not None:
         _refuse_published(target, datasource, task_id)
     run = _RunningTask(
-        target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource)
+        target, mode, datasource, spec, interval, task_id or new_task_id(mode, datasource), df
     )
     run.replacing = replacing
-    run.df = df
     if replacing is not None:
         run.phases.update(replacing.phases)
     with recording_commits() as run.commits:
@@ -249,7 +262,8 @@ def _not_published_before(task_id: str) -> Callable[[PartitionState], None]:
 
 def _run(run: _RunningTask, priority: int, lock_timeout_s: float) -> TaskReport:
     spec = run.spec
-    if getattr(spec.partitions_spec, "max_total_rows", None) is not None:
+    partitions = spec.partitions_spec
+    if isinstance(partitions, DynamicPartitionsSpec) and partitions.max_total_rows is not None:
         logger.info(
             "%s: maxTotalRows has no effect: each segment streams from one Spark task to "
             "storage, so no rows wait in memory to be pushed",
@@ -407,8 +421,7 @@ def _fill(limit: int) -> int:
 
 
 def _segment_row_limit(run: _RunningTask) -> int | None:
-    limit = getattr(run.spec.partitions_spec, "max_rows_per_segment", None)
-    return None if limit is None else int(limit)
+    return run.spec.partitions_spec.segment_row_limit
 
 
 def _split(
@@ -468,12 +481,12 @@ def _check_options(df: object, priority: object, lock_timeout_s: object) -> None
 
 
 def _check_request(
-    datasource: str, spec: IngestionSpec, mode: str, interval: Interval | None
+    datasource: str, spec: IngestionSpec, mode: IngestMode, interval: Interval | None
 ) -> None:
     check_datasource_name(datasource)
     if not isinstance(spec, IngestionSpec):
         raise SpecError(f"spec must be an IngestionSpec or a dict, got {type(spec).__name__}")
-    if mode not in ("append", "overwrite", "compact"):
+    if mode not in _INGEST_MODES:
         raise SpecError(f"an ingestion is an 'append' or an 'overwrite', not {mode!r}")
     if mode == "append" and spec.partitions_spec.perfect_rollup:
         raise SpecError(

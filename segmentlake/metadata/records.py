@@ -159,6 +159,7 @@ def _scope_parts(
     keys: list[str] = []
     for kind, row_id, start, end in rows:
         if kind in TIME_KINDS and start is not None:
+            # A time row has both bounds or neither (the column pair is written together).
             ranges.append((int(start), int(end)))  # type: ignore[arg-type]
             if kind == PENDING:
                 # An allocation key names one allocation wherever it lies: two allocations
@@ -391,7 +392,8 @@ def _segments_of_table(
     """The segments of every row of ``table``, in row order, sharing ``builder``'s parts."""
 
     def column(name: str) -> list[Any]:
-        return table.column(name).to_pylist()
+        values: list[Any] = table.column(name).to_pylist()
+        return values
 
     # One zip over whole columns: no per-cell indexing, no dict per row.
     spec_keys = zip(

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -71,6 +71,7 @@ __all__ = [
     "METADATA_VERSION",
     "Change",
     "ChangeBatch",
+    "ChangeOp",
     "Conflict",
     "MetadataStore",
     "PartitionState",
@@ -106,18 +107,27 @@ LOG_RETENTION_MS = 2 * 60_000
 # Long repeated strings (segment descriptors, schemas) stay dictionary-encoded in memory.
 _DICTIONARY_COLUMNS = ("shared",)
 
+ChangeOp = Literal["insert", "upsert", "delete"]
+# Checked at run time too: changes are built from untyped code and read back from commits.
+_CHANGE_OPS: tuple[ChangeOp, ...] = get_args(ChangeOp)
+
+
+def _check_op(op: str) -> None:
+    if op not in _CHANGE_OPS:
+        ops = ", ".join(_CHANGE_OPS[:-1]) + " or " + _CHANGE_OPS[-1]
+        raise SpecError(f"change op must be {ops}, got {op!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
     """One row change of a commit: ``insert`` (only if absent), ``upsert`` or ``delete``, keyed
     by (datasource, kind, id). When one commit changes a row twice, the later change wins."""
 
-    op: str
+    op: ChangeOp
     row: Row
 
     def __post_init__(self) -> None:
-        if self.op not in ("insert", "upsert", "delete"):
-            raise SpecError(f"change op must be insert, upsert or delete, got {self.op!r}")
+        _check_op(self.op)
 
     @property
     def key(self) -> str:
@@ -134,12 +144,11 @@ class ChangeBatch:
     the 10^4 lock rows a bulk publish releases, :meth:`PartitionState.table_of`), changed
     like one :class:`Change` per row, without a Python dict per row. Keys must be unique."""
 
-    op: str
+    op: ChangeOp
     table: pa.Table
 
     def __post_init__(self) -> None:
-        if self.op not in ("insert", "upsert", "delete"):
-            raise SpecError(f"change op must be insert, upsert or delete, got {self.op!r}")
+        _check_op(self.op)
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,7 +463,7 @@ class MetadataStore:
         """Tell the other writers that transaction ``commit_id`` keeps losing within
         ``scope``: a commit of no rows (nobody conflicts with it) whose record they see as
         they follow the log, and answer with :meth:`courtesy`."""
-        record = {
+        record: dict[str, Any] = {
             "id": f"waiting:{commit_id}",
             "op": "waiting",
             "ds": datasource,
@@ -611,7 +620,7 @@ class MetadataStore:
         partition see the claim as they follow the log and leave the fold to this process
         for FOLD_CLAIM_S. On a busy partition a fold takes seconds of a background thread,
         long enough for every writer to start the same fold, all but one in vain."""
-        record = {
+        record: dict[str, Any] = {
             "id": f"upkeep_claim:{uuid.uuid4()}",
             "op": "upkeep_claim",
             "ds": datasource,

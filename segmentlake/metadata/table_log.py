@@ -185,7 +185,7 @@ class TableLog:
         info = self.fs.get_file_info(self.full("_delta_log/_last_checkpoint"))
         if info.type == pafs.FileType.NotFound or info.mtime is None:
             return None
-        return max(0.0, time.time() - info.mtime.timestamp())
+        return max(0.0, time.time() - float(info.mtime.timestamp()))
 
     def added_files(self, start: int, end: int) -> list[AddedFile]:
         """The files added by versions ``start..end`` (inclusive)."""

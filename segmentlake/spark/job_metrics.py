@@ -203,6 +203,7 @@ class _Probe:
         # Scala default arguments are not visible to py4j: details off, no task filter, no
         # summaries, no quantiles.
         no_filter = self.jvm.java.util.ArrayList()
+        # pyspark types the gateway Optional; a context with a JVM (measured here) has one.
         no_quantiles = self.sc._gateway.new_array(self.jvm.double, 0)  # type: ignore[union-attr]
         earlier = [
             store.stageAttempt(stage_id, a, False, no_filter, False, no_quantiles)._1()
