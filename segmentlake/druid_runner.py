@@ -39,8 +39,8 @@ from pyspark.sql import types as T
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
+from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.input import InputFormat, LocalInputSource
-from segmentlake.druid.task import DruidIngestTask
 from segmentlake.errors import BadRowsError, NotFound, SpecError
 from segmentlake.ingest.parse import (
     CHUNK,

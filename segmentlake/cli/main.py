@@ -20,7 +20,7 @@ from segmentlake.core.compaction import COMPACTION_MODES
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
-    from segmentlake.druid.task import DruidIngestTask
+    from segmentlake.druid.ingest_task import DruidIngestTask
     from segmentlake.lake import Lake
 
 __all__ = ["main"]
@@ -343,7 +343,7 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
 
 def _load_task(path: str) -> DruidIngestTask:
     """Read and check a task spec file, and find its input files, before Spark starts."""
-    from segmentlake.druid.task import DruidIngestTask
+    from segmentlake.druid.ingest_task import DruidIngestTask
     from segmentlake.druid_runner import input_files
 
     try:

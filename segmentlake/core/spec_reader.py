@@ -14,7 +14,7 @@ unknown key (a typo such as ``"formt"``) is refused with the accepted keys liste
   into checked plain values (:class:`SchemaParts`, :class:`TuningParts`). The objects are built
   from them by :func:`segmentlake.core.ingest_spec.build_spec`, for both
   :meth:`IngestionSpec.from_dict` and the Druid task reader
-  (:mod:`segmentlake.druid.task_reader`): one reader, not two.
+  (:mod:`segmentlake.druid.ingest_task_reader`): one reader, not two.
 
 This module is the bottom of the core's readers: it imports nothing of segmentlake but the
 errors, so every other module can use it.

@@ -1,5 +1,5 @@
-"""Druid's task JSON, apart from the domain core: the native batch task (``task``), its
-validating reader (``task_reader``), its input source and formats (``input``) and the reasons
+"""Druid's task JSON, apart from the domain core: the native batch task (``ingest_task``), its
+validating reader (``ingest_task_reader``), its input source and formats (``input``) and the reasons
 the keys that only steer Druid's own processes have no effect on Spark (``no_effect``).
 
 The package sits just above the pure core: it imports the core and the errors, never Spark,

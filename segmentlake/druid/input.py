@@ -1,7 +1,7 @@
 """Where a Druid task's rows are and how they are parsed: the ``local`` input source
 (:class:`LocalInputSource`) and the input formats (:class:`InputFormat`) a task may name.
 
-Both are frozen and check their fields; :mod:`segmentlake.druid.task_reader` reads them from
+Both are frozen and check their fields; :mod:`segmentlake.druid.ingest_task_reader` reads them from
 the task's ``ioConfig`` and :mod:`segmentlake.druid_runner` reads the files with Spark.
 """
 

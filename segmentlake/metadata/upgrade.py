@@ -83,7 +83,7 @@ def _appended_meanwhile(
 
 
 @dataclass
-class _Chunk:
+class _TargetChunk:
     interval: Interval
     version: str
     keys: set[str]  # load-spec keys already served by the chunk
@@ -106,7 +106,7 @@ class _Chunks:
         # (a bulk publish reads 10^4 of them and usually copies nothing).
         self.pending = pending
         self.published = published
-        self.known: dict[_ChunkKey, _Chunk] = {}
+        self.known: dict[_ChunkKey, _TargetChunk] = {}
         # Distinct chunks, computed once: a publish of 10^4 segments over 10^4 used ones
         # must not compare every pair of rows.
         self.used_chunks = sorted({(r["start_ms"], r["end_ms"], r["version"]) for r in used})
@@ -132,7 +132,7 @@ class _Chunks:
             copies.append(_copy(source, chunk))
         return copies
 
-    def _chunk(self, key: _ChunkKey) -> _Chunk:
+    def _chunk(self, key: _ChunkKey) -> _TargetChunk:
         chunk = self.known.get(key)
         if chunk is None:
             start, end, version = key
@@ -152,7 +152,7 @@ class _Chunks:
                 for m in members
                 if m.shard_spec.partition_num <= FIRST_GENERATION_PARTITION_ID_MAX
             ]
-            chunk = _Chunk(
+            chunk = _TargetChunk(
                 Interval.of_millis(start, end),
                 version,
                 {_key(m) for m in members},
@@ -168,7 +168,7 @@ def _key(segment: DataSegment) -> str:
     return str(segment.load_spec.get("segment"))
 
 
-def _copy(source: DataSegment, chunk: _Chunk) -> DataSegment:
+def _copy(source: DataSegment, chunk: _TargetChunk) -> DataSegment:
     if chunk.next_partition > FIRST_GENERATION_PARTITION_ID_MAX:
         raise SpecError(f"chunk {chunk.interval} {chunk.version} is out of partition ids")
     load_spec = dict(source.load_spec)

@@ -132,7 +132,7 @@ class SyncReport:
 
 
 @dataclass(frozen=True, slots=True)
-class _Chunk:
+class _ChunkId:
     start: int
     end: int
     version: str
@@ -296,7 +296,7 @@ def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
     )
     encoded = pc.dictionary_encode(ids).combine_chunks()
     chunks = [_chunk_of(text) for text in encoded.dictionary.to_pylist()]
-    wins: dict[_Chunk, list[tuple[int, int]]] = {}
+    wins: dict[_ChunkId, list[tuple[int, int]]] = {}
     for start, end, chunk in winning_pieces(list(chunks), -(2**62), 2**62):
         wins.setdefault(chunk, []).append((start, end))
     # Nearly every chunk wins all of its interval: its plain segments are served whole.
@@ -338,9 +338,9 @@ def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
     return {k: s for k, s in served.items() if s.ranges is None or s.ranges}
 
 
-def _chunk_of(text: str) -> _Chunk:
+def _chunk_of(text: str) -> _ChunkId:
     start, end, version = text.split("|", 2)
-    return _Chunk(int(start), int(end), version)
+    return _ChunkId(int(start), int(end), version)
 
 
 def _load_paths(shared: Sequence[str | None]) -> dict[str | None, str]:
@@ -351,7 +351,7 @@ def _load_paths(shared: Sequence[str | None]) -> dict[str | None, str]:
     return out
 
 
-def _rows_range(payload: str | None, chunk: _Chunk) -> tuple[int, int]:
+def _rows_range(payload: str | None, chunk: _ChunkId) -> tuple[int, int]:
     """Where a segment's rows lie: its chunk, or for an upgraded copy the interval of the
     segment it copies (its load spec's ``interval``)."""
     if payload is not None and '"interval"' in payload:

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from segmentlake.cli import quickstart
 from segmentlake.cli.quickstart import DATASOURCE, SPEC, START, edits_of_days, sample_edits
 from segmentlake.core.interval import Interval
-from segmentlake.druid.task import DruidIngestTask
+from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid_runner import run_druid_task
 from segmentlake.errors import ClassicSessionRequired
 from segmentlake.lake import Lake

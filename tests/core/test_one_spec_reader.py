@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from segmentlake.core.ingest_spec import DimensionsSpec, IngestionSpec
-from segmentlake.druid.task import DruidIngestTask
+from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.errors import SpecError
 
 # Druid filter JSON, typed dimensions, expression transforms: what a Druid user writes.

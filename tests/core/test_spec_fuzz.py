@@ -45,8 +45,8 @@ from segmentlake.core.retention_rules import rule_from_json, rules_from_json
 from segmentlake.core.shard_spec import HASH_PARTITION_FUNCTION
 from segmentlake.core.spec_reader import TUNING_NO_EFFECT
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
+from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT
-from segmentlake.druid.task import DruidIngestTask
 from segmentlake.errors import SpecError
 
 SPECS = Path(__file__).parents[1] / "data" / "druid_tutorial" / "specs"

@@ -62,9 +62,9 @@ def test_the_check_sees_lazy_and_type_checking_imports() -> None:
     # The walk must reach nested imports, or the tests above could never fail.
     sample = (
         "if TYPE_CHECKING:\n    from segmentlake.lake import Lake\n"
-        "def f():\n    import segmentlake.druid.task\n"
+        "def f():\n    import segmentlake.druid.ingest_task\n"
     )
-    assert imported(sample) == {"segmentlake.lake", "segmentlake.druid.task"}
+    assert imported(sample) == {"segmentlake.lake", "segmentlake.druid.ingest_task"}
     assert _under("segmentlake.druid_runner", FORBIDDEN["ingest"])
     assert _refused("druid", "segmentlake.druidish")
     assert _refused("druid", "pyspark.sql")

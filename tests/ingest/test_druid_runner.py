@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from segmentlake.cli.main import main
 from segmentlake.core.shard_spec import HashBasedNumberedShardSpec
-from segmentlake.druid.task import DruidIngestTask
+from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid_runner import run_druid_task
 from segmentlake.errors import SpecError
 from segmentlake.lake import Lake

@@ -13,7 +13,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
-from segmentlake.druid.task import DruidIngestTask
+from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid_runner import run_druid_task
 from segmentlake.errors import NotFound, SpecError
 from segmentlake.lake import Lake

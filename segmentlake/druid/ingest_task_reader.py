@@ -26,9 +26,14 @@ from segmentlake.core.spec_reader import (
     show,
     spec_error,
 )
+from segmentlake.druid.ingest_task import (
+    DOUBLE_QUOTES,
+    DruidIngestTask,
+    aligned_interval,
+    mode_problems,
+)
 from segmentlake.druid.input import INPUT_FORMATS, InputFormat, LocalInputSource
 from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT, JSON_NO_EFFECT, TASK_NO_EFFECT
-from segmentlake.druid.task import DOUBLE_QUOTES, DruidIngestTask, aligned_interval, mode_problems
 from segmentlake.errors import SpecError
 
 __all__ = ["TaskReader", "read_task"]

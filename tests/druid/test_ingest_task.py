@@ -32,8 +32,8 @@ from segmentlake.core.partitions_spec import (
     HashedPartitionsSpec,
     SingleDimensionPartitionsSpec,
 )
+from segmentlake.druid.ingest_task import DruidIngestTask, aligned_interval
 from segmentlake.druid.input import InputFormat, LocalInputSource
-from segmentlake.druid.task import DruidIngestTask, aligned_interval
 from segmentlake.errors import SpecError
 
 TUTORIAL = Path(__file__).parents[1] / "data" / "druid_tutorial" / "specs"
@@ -147,7 +147,7 @@ def test_the_wikipedia_tutorial_task_reads_into_one_object() -> None:
 
 
 def test_keys_without_effect_are_logged_not_refused(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="segmentlake.druid.task_reader"):
+    with caplog.at_level(logging.INFO, logger="segmentlake.druid.ingest_task_reader"):
         DruidIngestTask.from_dict(WIKIPEDIA)
 
     logged = "\n".join(r.getMessage() for r in caplog.records)

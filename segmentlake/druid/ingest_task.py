@@ -12,7 +12,7 @@ Every key at every level is one of:
   reported together, in ONE :class:`SpecError` that lists each with its JSON path and what
   would be accepted; nothing is silently ignored.
 
-The reading itself is :mod:`segmentlake.druid.task_reader`.
+The reading itself is :mod:`segmentlake.druid.ingest_task_reader`.
 :meth:`DruidIngestTask.to_dict` writes Druid's JSON back (``from_dict(to_dict(t)) == t``). A
 task runs on a ``Lake`` with :func:`segmentlake.druid_runner.run_druid_task`; the fields and
 their meaning on Spark are tabulated in docs/druid-specs.md.
@@ -210,7 +210,7 @@ class DruidIngestTask:
         """Read a Druid ``index_parallel`` / ``index`` task JSON (see the module). Raises ONE
         :class:`SpecError` listing every refused key and bad value with its JSON path."""
         # The reader builds the task it read: importing it at the top would be circular.
-        from segmentlake.druid.task_reader import read_task
+        from segmentlake.druid.ingest_task_reader import read_task
 
         return read_task(task)
 
