@@ -6,7 +6,7 @@ What this module does, and nothing else:
   follow its latest version: loaded once through delta-rs (checkpoint + log), then followed
   entry by entry (each new ``<version>.json`` read once, its add/remove actions applied to the
   file list kept here), which costs a small file read per new version instead of a delta-rs
-  snapshot update (8 ms and more, growing with the files and entries since the checkpoint);
+  snapshot update (a cost that grows with the files and entries since the checkpoint);
 * list a partition's data files and read them (Parquet through pyarrow);
 * write one Parquet file of rows and commit it as the next log version **only if** that is
   the version right after the one this process read (``max_commit_retries=0``: delta-rs then
@@ -66,8 +66,8 @@ TABLE_PROPERTIES = {
     "delta.checkpointInterval": "100",
     "delta.logRetentionDuration": "interval 7 days",
     # Files the upkeep folded away are vacuumed after this. Every checkpoint carries a remove
-    # action per such file until then (an hour of one-file commits at 20/s made 0.8 MB
-    # checkpoints every 50 versions), and no reader opens a removed file: each refreshes
+    # action per such file until then (an hour of one-file commits made checkpoints of a
+    # megabyte), and no reader opens a removed file: each refreshes
     # before it reads, and a fold keeps rows in memory, not file handles.
     "delta.deletedFileRetentionDuration": "interval 10 minutes",
 }

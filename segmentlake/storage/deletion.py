@@ -91,8 +91,8 @@ def vacuum_table(
 def _listing_parallelism(spark: SparkSession, directories: int) -> Iterator[None]:
     """VACUUM lists the table's directories in ``parallelPartitionDiscovery.parallelism``
     Spark tasks, 10,000 by default whatever the table's size: one VACUUM of a table of a few
-    directories ran ~25 jobs, most with a stage of 10,000 tasks, 1-2 min on 2 busy cores
-    (measured; 25 s with 4 tasks). Unless the session set it, size it to the table: about 10
+    directories ran dozens of jobs, most with a stage of 10,000 tasks, minutes on a small
+    machine. Unless the session set it, size it to the table: about 10
     directories (``__segment`` values) per task, at least the default parallelism."""
     conf = spark.conf
     if conf.get(_LISTING_PARALLELISM, None) is not None:

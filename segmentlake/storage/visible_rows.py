@@ -140,7 +140,7 @@ def _scan(
 
 def key_in(keys: Sequence[str]) -> Column:
     """``__segment IN (keys)`` as ONE SQL expression: ``Column.isin`` makes a py4j call per
-    value, 13 s for 30,000 keys against 0.04 s for this."""
+    value, seconds for tens of thousands of keys where this takes milliseconds."""
     if not keys:
         return F.lit(False)
     return F.expr(f"`{SEGMENT_KEY_COLUMN}` IN ({','.join(map(sql_string, keys))})")
