@@ -38,6 +38,7 @@ from segmentlake.core.names import (
     SEGMENT_KEY_COLUMN,
     check_datasource_name,
     check_name,
+    datasource_table_path,
     quote_identifier,
     sql_path,
 )
@@ -86,7 +87,6 @@ from segmentlake.metadata.tasks import task_reports
 from segmentlake.metadata.transaction import RetryPolicy
 from segmentlake.metadata.visible_table import (
     current_version,
-    datasource_table_path,
     sync_visible_table,
     visible_table_path,
 )

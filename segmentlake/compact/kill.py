@@ -37,6 +37,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
+from segmentlake.core.load_spec import data_key
+from segmentlake.core.names import datasource_table_path
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
@@ -54,8 +56,7 @@ from segmentlake.storage.deletion import (
     delete_keys,
     vacuum_table,
 )
-from segmentlake.storage.segment_keys import data_key
-from segmentlake.storage.table_files import datasource_path, files_per_key
+from segmentlake.storage.table_files import files_per_key
 
 __all__ = ["KillReport", "check_kill_arguments", "kill_unused"]
 
@@ -152,7 +153,7 @@ def kill_unused(
     >>> kill_unused(spark, wh, store, "wiki", older_than_ms=3_600_000).summary()  # doctest: +SKIP
     """
     check_kill_arguments(older_than_ms, vacuum_retention_hours)
-    path = datasource_path(warehouse, datasource)
+    path = datasource_table_path(warehouse, datasource)
     log = TableLog(path, storage_options=store.table.storage_options)
     has_table = log.version() >= 0
     if has_table and vacuum and vacuum_retention_hours is not None:

@@ -37,7 +37,7 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
-from segmentlake.core.names import TIME_COLUMN
+from segmentlake.core.names import TIME_COLUMN, datasource_table_path
 from segmentlake.core.partitions_spec import HashedPartitionsSpec, PartitionsSpec
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
@@ -47,7 +47,6 @@ from segmentlake.faults import crash_point
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.task import IngestTarget, Replacing, new_task_id, run_ingestion
 from segmentlake.metadata.heartbeat import LeaseKeeper
-from segmentlake.storage.table_files import datasource_path
 from segmentlake.storage.visible_rows import output_columns, visible_rows
 
 __all__ = ["MajorCompaction", "compact_major"]
@@ -257,7 +256,7 @@ def _rows(
     chunks: list[Interval],
 ) -> DataFrame:
     """The visible rows of ``chunks`` (a compaction may skip chunks inside its span)."""
-    path = datasource_path(target.warehouse, datasource)
+    path = datasource_table_path(target.warehouse, datasource)
     rows, _ = visible_rows(target.spark, path, timeline, interval=span)
     rows = rows.select(*output_columns(rows, None))
     if len(chunks) == len(list(_merge(chunks))) == 1:

@@ -39,8 +39,14 @@ from segmentlake.core.compaction_jobs import ChunkKey, ChunkView
 from segmentlake.core.compaction_planning import CompactionPlanner, RatioPlanner
 from segmentlake.core.ingest_spec import MetricSpec
 from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.load_spec import delta_load_spec, segment_key
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
-from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN, sql_string
+from segmentlake.core.names import (
+    SEGMENT_KEY_COLUMN,
+    TIME_COLUMN,
+    datasource_table_path,
+    sql_string,
+)
 from segmentlake.core.partitions_spec import DEFAULT_MAX_ROWS_PER_SEGMENT
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
@@ -61,13 +67,7 @@ from segmentlake.metadata.store import Change, PartitionState, now_ms
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
-from segmentlake.storage.segment_keys import delta_load_spec, segment_key
-from segmentlake.storage.table_files import (
-    WrittenSegment,
-    datasource_path,
-    write_rows,
-    written_segments,
-)
+from segmentlake.storage.table_files import WrittenSegment, write_rows, written_segments
 from segmentlake.storage.visible_rows import key_in
 
 __all__ = [
@@ -344,7 +344,7 @@ class _Job:
             self.keeper.finish(renew=False)
 
     def run(self) -> TaskReport:
-        path = datasource_path(self.target.warehouse, self.datasource)
+        path = datasource_table_path(self.target.warehouse, self.datasource)
         dimensions, schema = merged_schema(self.inputs)
         state = compaction_state(
             MINOR,

@@ -31,6 +31,7 @@ from segmentlake.core.coordinator_run import (
     ServedSegments,
     plan_run,
 )
+from segmentlake.core.load_spec import segment_key
 from segmentlake.core.retention_rules import DEFAULT_RULES_KEY
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
@@ -52,7 +53,6 @@ from segmentlake.metadata.rule_records import all_rules
 from segmentlake.metadata.segments import set_used
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
-from segmentlake.storage.segment_keys import segment_key
 
 __all__ = ["Coordinator", "CoordinatorReport"]
 

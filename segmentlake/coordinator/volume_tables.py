@@ -16,10 +16,9 @@ from collections.abc import Sequence
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
-from segmentlake.core.names import SEGMENT_KEY_COLUMN, sql_path, sql_string
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, datasource_table_path, sql_path, sql_string
 from segmentlake.core.storage_tiers import Volume
 from segmentlake.metadata.table_log import TableLog
-from segmentlake.storage.table_files import datasource_path
 from segmentlake.storage.visible_rows import key_in
 
 __all__ = [
@@ -79,7 +78,7 @@ def load_rows(
     """Copy the rows of ``keys`` (``__segment`` values) from deep storage into the volume's
     table in one Spark job; return the volume table's version that holds them."""
     path = volume_table_path(volume, datasource)
-    rows = spark.read.format("delta").load(datasource_path(warehouse, datasource))
+    rows = spark.read.format("delta").load(datasource_table_path(warehouse, datasource))
     rows = rows.where(key_in(keys))
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
     log = TableLog(path)

@@ -29,6 +29,7 @@ __all__ = [
     "TIME_COLUMN",
     "check_datasource_name",
     "check_name",
+    "datasource_table_path",
     "quote_identifier",
     "sql_path",
     "sql_string",
@@ -102,3 +103,8 @@ def sql_string(value: str) -> str:
     """``value`` as a Spark SQL string literal: single quotes, with quotes and backslashes
     escaped (Spark reads ``\\`` as an escape in literals)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def datasource_table_path(warehouse: str, datasource: str) -> str:
+    """The datasource table under ``warehouse``: every segment's rows (DESIGN §1)."""
+    return f"{warehouse.rstrip('/')}/{datasource}"

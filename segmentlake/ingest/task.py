@@ -38,8 +38,9 @@ from pyspark.sql import functions as F
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
+from segmentlake.core.load_spec import delta_load_spec
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
-from segmentlake.core.names import SEGMENT_KEY_COLUMN, check_datasource_name
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, check_datasource_name, datasource_table_path
 from segmentlake.core.partitions_spec import DynamicPartitionsSpec
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
@@ -77,14 +78,8 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import published_report, record_task, succeeded_in, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
-from segmentlake.storage.segment_keys import delta_load_spec, key_order
-from segmentlake.storage.table_files import (
-    WrittenSegment,
-    datasource_path,
-    pack_files,
-    write_rows,
-    written_segments,
-)
+from segmentlake.storage.segment_keys import key_order
+from segmentlake.storage.table_files import WrittenSegment, pack_files, write_rows, written_segments
 
 __all__ = ["IngestMode", "IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
@@ -291,7 +286,7 @@ def _ingest(
     lock_timeout_s: float,
     beat: LeaseKeeper | _NoHeartbeat,
 ) -> TaskReport:
-    path = datasource_path(run.target.warehouse, run.datasource)
+    path = datasource_table_path(run.target.warehouse, run.datasource)
     crash_point("ingest.after_parse")
     partitioning = None
     if run.spec.partitions_spec.perfect_rollup:

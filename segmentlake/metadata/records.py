@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from segmentlake.core.collection import collection_paused
 from segmentlake.core.interval import Interval
+from segmentlake.core.load_spec import delta_load_spec
 from segmentlake.core.locks import LockGranularity, LockType, TaskLock
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
@@ -288,17 +289,7 @@ def _shared_text(segment: DataSegment, path: Any) -> str:
 
 def _is_plain_load_spec(load: Mapping[str, Any], path: Any, key: Any) -> bool:
     """Whether ``load`` is exactly what :func:`_load_spec` rebuilds from its path and key."""
-    return load == _load_spec(path, key)
-
-
-def _load_spec(path: Any, key: Any) -> dict[str, Any]:
-    """The load spec of a segment whose rows are ``key`` in the table at ``path``."""
-    spec: dict[str, Any] = {"type": "delta"}
-    if path is not None:
-        spec["path"] = path
-    if key is not None:
-        spec["segment"] = key
-    return spec
+    return load == delta_load_spec(path, key)
 
 
 # The columns segments_from_rows reads.
@@ -428,7 +419,7 @@ def _segments_of_table(
                     interval=interval,
                     version=version,
                     shard_spec=spec,
-                    load_spec=extras.get("loadSpec") or _load_spec(shared["path"], key),
+                    load_spec=extras.get("loadSpec") or delta_load_spec(shared["path"], key),
                     dimensions=shared["dimensions"],
                     metrics=shared["metrics"],
                     size=size or 0,
@@ -486,7 +477,7 @@ class _SegmentBuilder:
             )
             spec = self.specs.get(key) or self.plain_spec(key)
         shared = self.shared_part(row.get("shared"))
-        load = extras.get("loadSpec") or _load_spec(shared["path"], row.get("load_key"))
+        load = extras.get("loadSpec") or delta_load_spec(shared["path"], row.get("load_key"))
         return DataSegment.trusted(
             datasource=datasource or row["datasource"],
             interval=interval,

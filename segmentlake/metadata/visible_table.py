@@ -49,7 +49,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.schema import Schema
 from deltalake.transaction import AddAction, RemoveAction
 
-from segmentlake.core.names import SEGMENT_KEY_COLUMN
+from segmentlake.core.names import SEGMENT_KEY_COLUMN, datasource_table_path
 from segmentlake.core.timeline import VISIBLE, winning_pieces
 from segmentlake.metadata.records import SEGMENT
 from segmentlake.metadata.store import MetadataStore
@@ -60,7 +60,6 @@ __all__ = [
     "VISIBLE_APP_ID",
     "SyncReport",
     "current_version",
-    "datasource_table_path",
     "sync_visible_table",
     "syncs_are_deferred",
     "syncs_deferred",
@@ -100,11 +99,6 @@ def syncs_deferred() -> Iterator[None]:
 
 def syncs_are_deferred() -> bool:
     return _deferred.get()
-
-
-def datasource_table_path(warehouse: str, datasource: str) -> str:
-    """The datasource table: every segment's rows (DESIGN §1)."""
-    return f"{warehouse.rstrip('/')}/{datasource}"
 
 
 def visible_table_path(warehouse: str, datasource: str) -> str:

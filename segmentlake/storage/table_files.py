@@ -23,7 +23,6 @@ from segmentlake.metadata.table_log import TableLog
 __all__ = [
     "KeyFiles",
     "WrittenSegment",
-    "datasource_path",
     "files_per_key",
     "pack_files",
     "write_rows",
@@ -60,10 +59,6 @@ class KeyFiles:
     newest_ms: int  # the newest file's modification time
     rows: int  # from the files' statistics
     files: int
-
-
-def datasource_path(warehouse: str, datasource: str) -> str:
-    return f"{warehouse}/{datasource}"
 
 
 def write_rows(

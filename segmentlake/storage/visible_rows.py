@@ -18,10 +18,10 @@ from pyspark.sql import functions as F
 
 from segmentlake.core.filter_domain import Domain, could_contain
 from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.load_spec import segment_key
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN, sql_string
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
-from segmentlake.storage.segment_keys import segment_key
 
 __all__ = [
     "key_in",

@@ -16,6 +16,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.cli.main import duration_seconds, main
+from segmentlake.core.load_spec import data_key
+from segmentlake.core.names import datasource_table_path
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.errors import SpecError
@@ -24,8 +26,6 @@ from segmentlake.metadata.records import SEGMENT, segment_row
 from segmentlake.metadata.store import Change, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 from segmentlake.storage.deletion import interval_hours
-from segmentlake.storage.segment_keys import data_key
-from segmentlake.storage.table_files import datasource_path
 from tests.ingest.conftest import edits, spec
 
 DS = "wiki"
@@ -47,7 +47,7 @@ def visible(lake: Lake) -> list[tuple[Any, ...]]:
 
 
 def rows_under(spark: SparkSession, lake: Lake, keys: list[str]) -> int:
-    table = spark.read.format("delta").load(datasource_path(lake.warehouse, DS))
+    table = spark.read.format("delta").load(datasource_table_path(lake.warehouse, DS))
     return table.where(F.col("__segment").isin(keys)).count()
 
 
@@ -56,7 +56,9 @@ def record_ids(lake: Lake) -> set[str]:
 
 
 def parquet_files(lake: Lake, key: str) -> list[Path]:
-    return list(Path(datasource_path(lake.warehouse, DS), f"__segment={key}").glob("*.parquet"))
+    return list(
+        Path(datasource_table_path(lake.warehouse, DS), f"__segment={key}").glob("*.parquet")
+    )
 
 
 def key_of(segment: DataSegment) -> str:
@@ -94,7 +96,7 @@ def test_cleanup_then_kill_removes_exactly_the_unused_data(spark: SparkSession, 
     assert lake.kill(DS, vacuum=False).killed == ()
     assert rows_under(spark, lake, [old_key]) == 2
 
-    table = datasource_path(lake.warehouse, DS)
+    table = datasource_table_path(lake.warehouse, DS)
     spark.sql(
         f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES "
         "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
@@ -168,7 +170,7 @@ def test_orphan_rows_are_deleted_only_once_old(spark: SparkSession, lake: Lake) 
     lake.append(edits(spark, DAY1), DS, spec())
     [segment] = lake.used_segments(DS)
     before = visible(lake)
-    path = datasource_path(lake.warehouse, DS)
+    path = datasource_table_path(lake.warehouse, DS)
     orphan = "1704067200000.deadbeefdeadbeef"  # a failed task's write: rows, no record
     (
         spark.read.format("delta")

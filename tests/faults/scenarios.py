@@ -32,11 +32,11 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from segmentlake.core.load_spec import segment_key
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.faults import CRASH_ENV
 from segmentlake.lake import Lake
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, segments_from_rows
-from segmentlake.storage.segment_keys import segment_key
 
 DATASOURCE = "events"
 LEASE_SECONDS = 4.0

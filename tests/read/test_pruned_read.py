@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from segmentlake.core.filter_domain import Domain
 from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.names import datasource_table_path
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import (
     DimensionRangeShardSpec,
@@ -29,7 +30,6 @@ from segmentlake.core.shard_spec import (
 )
 from segmentlake.lake import Lake
 from segmentlake.read.catalyst_domain import domain_of
-from segmentlake.storage.table_files import datasource_path
 from segmentlake.storage.visible_rows import partitions
 
 pytestmark = [pytest.mark.spark]
@@ -131,7 +131,7 @@ def shard_specs() -> list[tuple[int, str, ShardSpec]]:
 def lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     path: Path = tmp_path_factory.mktemp("warehouse")
     lake = Lake(spark, str(path), lease_seconds=600)
-    table = datasource_path(lake.warehouse, DS)
+    table = datasource_table_path(lake.warehouse, DS)
     keyed(spark, random_rows(7, 400)).write.format("delta").partitionBy("__segment").save(table)
     lock = lake.actions.try_lock(DS, DAYS, group_id="hand-written").lock
     assert lock is not None
@@ -158,7 +158,7 @@ def stored(lake: Lake) -> DataFrame:
 
 
 def all_rows(lake: Lake) -> DataFrame:
-    return lake.spark.read.format("delta").load(datasource_path(lake.warehouse, DS))
+    return lake.spark.read.format("delta").load(datasource_table_path(lake.warehouse, DS))
 
 
 def kept_keys(lake: Lake, filter: str | Column) -> list[str]:
