@@ -183,8 +183,28 @@ def _resolve_range_sizes(target: int | None, maximum: int | None) -> tuple[int, 
     return target, maximum
 
 
+class _RangeSizes:
+    """What the two range specs share: Druid's target/max sizing, resolved when built."""
+
+    __slots__ = ()
+    target_rows_per_segment: int | None
+    max_rows_per_segment: int | None
+
+    def _resolve_sizes(self) -> None:
+        target, maximum = _resolve_range_sizes(
+            self.target_rows_per_segment, self.max_rows_per_segment
+        )
+        object.__setattr__(self, "target_rows_per_segment", target)
+        object.__setattr__(self, "max_rows_per_segment", maximum)
+
+    @property
+    def segment_row_limit(self) -> int | None:
+        """The most rows one segment holds (``max_rows_per_segment``, resolved when built)."""
+        return self.max_rows_per_segment
+
+
 @dataclass(frozen=True, slots=True)
-class DimensionRangePartitionsSpec:
+class DimensionRangePartitionsSpec(_RangeSizes):
     """Perfect rollup into contiguous ranges of the ``partition_dimensions`` tuple (string
     dimensions), each about ``target_rows_per_segment`` rolled-up rows and at most
     ``max_rows_per_segment`` unless one value alone holds more (default: 1.5 times the target)."""
@@ -200,16 +220,7 @@ class DimensionRangePartitionsSpec:
         if not dims:
             raise SpecError("partitionsSpec (range) needs at least one partitionDimensions entry")
         object.__setattr__(self, "partition_dimensions", dims)
-        target, maximum = _resolve_range_sizes(
-            self.target_rows_per_segment, self.max_rows_per_segment
-        )
-        object.__setattr__(self, "target_rows_per_segment", target)
-        object.__setattr__(self, "max_rows_per_segment", maximum)
-
-    @property
-    def segment_row_limit(self) -> int | None:
-        """The most rows one segment holds (``max_rows_per_segment``, resolved when built)."""
-        return self.max_rows_per_segment
+        self._resolve_sizes()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -221,7 +232,7 @@ class DimensionRangePartitionsSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class SingleDimensionPartitionsSpec:
+class SingleDimensionPartitionsSpec(_RangeSizes):
     """Druid's ``single_dim``: range partitioning on one string dimension (its segments carry
     ``single`` shard specs)."""
 
@@ -233,16 +244,7 @@ class SingleDimensionPartitionsSpec:
 
     def __post_init__(self) -> None:
         _dimension_names([self.partition_dimension], "partitionDimension")
-        target, maximum = _resolve_range_sizes(
-            self.target_rows_per_segment, self.max_rows_per_segment
-        )
-        object.__setattr__(self, "target_rows_per_segment", target)
-        object.__setattr__(self, "max_rows_per_segment", maximum)
-
-    @property
-    def segment_row_limit(self) -> int | None:
-        """The most rows one segment holds (``max_rows_per_segment``, resolved when built)."""
-        return self.max_rows_per_segment
+        self._resolve_sizes()
 
     @property
     def partition_dimensions(self) -> tuple[str, ...]:
