@@ -45,7 +45,6 @@ from segmentlake.core.names import (
     SEGMENT_KEY_COLUMN,
     TIME_COLUMN,
     datasource_table_path,
-    sql_string,
 )
 from segmentlake.core.partitions_spec import DEFAULT_MAX_ROWS_PER_SEGMENT
 from segmentlake.core.segment import DataSegment
@@ -102,6 +101,8 @@ class CompactionHooks(Protocol):
 
 
 _RUN = "__run"
+# The broadcast table of runs: an input key, its run, the run's chunk bounds and outputs.
+_KEY, _LO, _HI, _OUTPUTS = "__run_key", "__run_lo", "__run_hi", "__run_outputs"
 
 
 def compact_minor(
@@ -408,51 +409,46 @@ class _Job:
         bucketed into its outputs and written under ``<chunk>.<run>.<bucket>.<token>``."""
         spark = self.target.spark
         table = spark.read.format("delta").load(path)
-        run_of = {}
-        for i, run in enumerate(self.runs):
-            for seg in run.inputs:
-                run_of[segment_key(seg)] = i
-        rows = table.where(key_in(list(run_of)))
-        # One SQL expression, not a py4j call per key (thousands of inputs).
-        pairs = ",".join(f"{sql_string(k)}, {i}" for k, i in run_of.items())
-        rows = rows.withColumn(_RUN, F.expr(f"map({pairs})[`{SEGMENT_KEY_COLUMN}`]"))
-        # Rows of an upgraded copy may lie outside its chunk: keep each run's chunk only.
-        inside = F.lit(False)
+        # Each input key's run, the run's chunk and its number of outputs, as a broadcast
+        # table: a hash lookup per row. Literal maps and an OR over the runs cost each row
+        # a scan of every run, and a batch of many runs outgrew whole-stage codegen.
+        runs = spark.createDataFrame(
+            [
+                (segment_key(seg), i, *run.interval.key, run.outputs)
+                for i, run in enumerate(self.runs)
+                for seg in run.inputs
+            ],
+            f"{_KEY} STRING, {_RUN} INT, {_LO} BIGINT, {_HI} BIGINT, {_OUTPUTS} INT",
+        )
         t = F.col(TIME_COLUMN)
-        for i, run in enumerate(self.runs):
-            lo, hi = run.interval.key
-            inside = inside | (
-                (F.col(_RUN) == i)
-                & (t >= F.timestamp_millis(F.lit(lo)))
-                & (t < F.timestamp_millis(F.lit(hi)))
-            )
-        rows = rows.where(inside)
+        rows = (
+            table.where(key_in([segment_key(s) for run in self.runs for s in run.inputs]))
+            .join(F.broadcast(runs), F.col(SEGMENT_KEY_COLUMN) == F.col(_KEY))
+            # Rows of an upgraded copy may lie outside its chunk: keep each run's chunk only.
+            .where((t >= F.timestamp_millis(F.col(_LO))) & (t < F.timestamp_millis(F.col(_HI))))
+        )
         dims = [F.col(d) if d in table.columns else F.lit(None).alias(d) for d in dimensions]
         names = [m.name for m in schema.aggregators]
+        run_columns = [F.col(_RUN), F.col(_LO), F.col(_OUTPUTS)]
         if schema.rollup:
             aggregates = [_combine(m).alias(m.name) for m in schema.combining()]
-            rows = rows.groupBy(F.col(_RUN), t, *dims).agg(
+            # _LO and _OUTPUTS follow from _RUN: grouping by them splits no group.
+            rows = rows.groupBy(*run_columns, t, *dims).agg(
                 *(aggregates or [F.count(F.lit(1)).alias("__n")])
             )
             dims = [F.col(d) for d in dimensions]
-        outputs = F.create_map(
-            *[F.lit(x) for i, run in enumerate(self.runs) for x in (i, run.outputs)]
-        )
-        bucket = F.pmod(F.xxhash64(t, *[F.col(d) for d in dimensions]), outputs[F.col(_RUN)])
-        chunk = F.create_map(
-            *[F.lit(x) for i, run in enumerate(self.runs) for x in (i, run.interval.start_millis)]
-        )
+        bucket = F.pmod(F.xxhash64(t, *[F.col(d) for d in dimensions]), F.col(_OUTPUTS))
         key = F.concat_ws(
             ".",
-            chunk[F.col(_RUN)].cast("string"),
+            F.col(_LO).cast("string"),
             F.col(_RUN).cast("string"),
             bucket.cast("string"),
             F.lit(self.token),
         )
         rows = (
-            rows.select(t, *dims, *[F.col(n) for n in names], F.col(_RUN))
+            rows.select(t, *dims, *[F.col(n) for n in names], *run_columns)
             .withColumn(SEGMENT_KEY_COLUMN, key)
-            .drop(_RUN)
+            .drop(_RUN, _LO, _OUTPUTS)
             .repartition(SEGMENT_KEY_COLUMN)
         )
         log = TableLog(path, storage_options=self.lockbox.store.table.storage_options)
