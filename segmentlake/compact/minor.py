@@ -412,17 +412,17 @@ class _Job:
         # Each input key's run, the run's chunk and its number of outputs, as a broadcast
         # table: a hash lookup per row. Literal maps and an OR over the runs cost each row
         # a scan of every run, and a batch of many runs outgrew whole-stage codegen.
+        inputs = [
+            (segment_key(seg), i, *run.interval.key, run.outputs)
+            for i, run in enumerate(self.runs)
+            for seg in run.inputs
+        ]
         runs = spark.createDataFrame(
-            [
-                (segment_key(seg), i, *run.interval.key, run.outputs)
-                for i, run in enumerate(self.runs)
-                for seg in run.inputs
-            ],
-            f"{_KEY} STRING, {_RUN} INT, {_LO} BIGINT, {_HI} BIGINT, {_OUTPUTS} INT",
+            inputs, f"{_KEY} STRING, {_RUN} INT, {_LO} BIGINT, {_HI} BIGINT, {_OUTPUTS} INT"
         )
         t = F.col(TIME_COLUMN)
         rows = (
-            table.where(key_in([segment_key(s) for run in self.runs for s in run.inputs]))
+            table.where(key_in([key for key, *_ in inputs]))
             .join(F.broadcast(runs), F.col(SEGMENT_KEY_COLUMN) == F.col(_KEY))
             # Rows of an upgraded copy may lie outside its chunk: keep each run's chunk only.
             .where((t >= F.timestamp_millis(F.col(_LO))) & (t < F.timestamp_millis(F.col(_HI))))
