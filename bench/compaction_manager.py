@@ -53,6 +53,7 @@ from pyspark.sql import functions as F
 from segmentlake import Lake
 from segmentlake.compact.manager import (
     DEFAULT_BATCH_JOBS,
+    DEFAULT_BATCH_ROWS,
     DEFAULT_BATCH_SEGMENTS,
     CompactionManager,
     PassReport,
@@ -279,6 +280,7 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
         datasources=[ds],
         batch_jobs=args.batch_jobs,
         batch_segments=args.batch_segments,
+        batch_rows=args.batch_rows,
     )
     started = time.monotonic()
     manager.run(compactors=args.compactors, once=True)
@@ -303,6 +305,7 @@ def bench_drain(lake: Lake, args: argparse.Namespace) -> dict:
         "refused": manager.outcomes["refused"],
         "failed": manager.outcomes["failed"],
         "batch_jobs": args.batch_jobs,
+        "batch_rows": args.batch_rows,
         "commit_retries": manager.commit_retries,
         "commit_retries_per_job": round(manager.commit_retries / max(1, committed), 2),
         "retries_by_operation": manager.retries_by_operation,
@@ -369,6 +372,7 @@ def main() -> None:
     drain.add_argument("--compactors", type=int, default=3)
     drain.add_argument("--batch-jobs", type=int, default=DEFAULT_BATCH_JOBS)
     drain.add_argument("--batch-segments", type=int, default=DEFAULT_BATCH_SEGMENTS)
+    drain.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS)
     drain.add_argument(
         "--rows-per-chunk",
         type=int,

@@ -623,6 +623,9 @@ class Lake:
         *,
         datasources: Sequence[str] | None = None,
         queue_size: int = DEFAULT_QUEUE_SIZE,
+        batch_jobs: int | None = None,
+        batch_segments: int | None = None,
+        batch_rows: int | None = None,
     ) -> CompactionManager:
         """A compaction manager of this warehouse (every datasource unless ``datasources``);
         ``manager.run(compactors=2)`` runs it, ``manager.run(once=True)`` runs one pass and
@@ -631,13 +634,24 @@ class Lake:
         Args:
             datasources: The datasources it manages (default: every one).
             queue_size: The most jobs it keeps queued ahead of its compactors.
+            batch_jobs: The most minor jobs a compactor runs as one compaction (default 64;
+                1 runs them one by one).
+            batch_segments: The most input segments of one batch (default 512).
+            batch_rows: The most input rows of one batch (default 5,000,000): bounds how
+                long a batch holds its chunks' locks.
         """
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
-        from segmentlake.compact.manager import CompactionManager
+        from segmentlake.compact import manager as m
 
-        target = self._target()
-        return CompactionManager(target, datasources=datasources, queue_size=queue_size)
+        return m.CompactionManager(
+            self._target(),
+            datasources=datasources,
+            queue_size=queue_size,
+            batch_jobs=m.DEFAULT_BATCH_JOBS if batch_jobs is None else batch_jobs,
+            batch_segments=m.DEFAULT_BATCH_SEGMENTS if batch_segments is None else batch_segments,
+            batch_rows=m.DEFAULT_BATCH_ROWS if batch_rows is None else batch_rows,
+        )
 
     def start_user_compaction(
         self,

@@ -97,6 +97,9 @@ class CompactionJob:
     datasource: str = ""
     major: bool = False
     job_id: str = field(default="", compare=False)
+    # Rows of the input segments when planned (0: unknown). Sizes batches only: not part of
+    # the job's identity, since the same segments are the same job whatever was counted.
+    input_rows: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -107,6 +110,8 @@ class CompactionJob:
             raise SpecError(f"a {self.kind.value} compaction job needs its owner's id")
         if self.max_rows_per_segment < 1:
             raise SpecError(f"max_rows_per_segment must be >= 1, got {self.max_rows_per_segment}")
+        if self.input_rows < 0:
+            raise SpecError(f"input_rows must be >= 0 (0: unknown), got {self.input_rows}")
         if self.major and self.kind is not CompactionKind.SYSTEM:
             raise SpecError("only the system planner schedules major compaction jobs")
         if not self.job_id:

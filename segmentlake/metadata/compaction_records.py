@@ -104,6 +104,7 @@ def job_to_json(job: CompactionJob) -> dict[str, Any]:
         "final": job.final,
         "maxRowsPerSegment": job.max_rows_per_segment,
         "major": job.major,
+        "inputRows": job.input_rows,
     }
 
 
@@ -120,6 +121,7 @@ def job_from_json(data: Mapping[str, Any]) -> CompactionJob:
         data.get("datasource", ""),
         bool(data.get("major")),
         job_id=data["jobId"],
+        input_rows=int(data.get("inputRows") or 0),
     )
 
 

@@ -23,7 +23,12 @@ from segmentlake.core.interval import Interval
 from segmentlake.errors import NotFound, SpecError
 from segmentlake.ingest.task import IngestTarget
 from segmentlake.lake import Lake
-from segmentlake.metadata.compaction_records import SELECTOR_RUN, running_row
+from segmentlake.metadata.compaction_records import (
+    SELECTOR_RUN,
+    job_from_json,
+    job_to_json,
+    running_row,
+)
 from segmentlake.metadata.store import Change, now_ms
 from tests.compact.conftest import events, per_key
 from tests.compact.test_manager_scenario import DAY, _as_rolled, rows, spec
@@ -306,3 +311,30 @@ def test_small_jobs_of_a_datasource_run_as_one_batch_and_one_publish(
     assert len(lake.timeline(ds).visible_segments()) == 4
     expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
     assert per_key(lake.read(ds)) == expected
+
+
+def test_batches_are_bounded_by_input_rows_and_a_larger_job_runs_alone(lake: Lake) -> None:
+    """A batch stops growing at ``batch_rows`` input rows (the rows its chunks' locks are held
+    for); a single job above the bound is still taken, alone. The rows travel with the job."""
+    manager = lake.compaction_manager(datasources=["rows"], batch_rows=250)
+    queue = manager.queue("default")
+
+    def job(day: int, rows: int) -> CompactionJob:
+        chunk = ChunkKey(Interval.of_millis(day * 86_400_000, (day + 1) * 86_400_000), "v1")
+        segments = (f"s{day}a", f"s{day}b")
+        return CompactionJob(
+            chunk, CompactionKind.SYSTEM, segments, 10, datasource="rows", input_rows=rows
+        )
+
+    for j in (job(0, 1_000), job(1, 100), job(2, 100), job(3, 100)):
+        assert queue.offer(j)
+    batches = []
+    while batch := manager.take_batch():
+        batches.append(sorted(j.input_rows for j in batch))
+    assert sorted(batches) == [[100], [100, 100], [1_000]]
+    with pytest.raises(SpecError, match="batch_rows"):
+        lake.compaction_manager(datasources=["rows"], batch_rows=0)
+    with pytest.raises(SpecError, match="input_rows"):
+        job(4, -1)
+    again = job_from_json(json.loads(json.dumps(job_to_json(job(5, 123)))))
+    assert again.input_rows == 123
