@@ -401,11 +401,9 @@ class _RunPlanner:
     def _classify(self) -> None:
         req, proj = self.required, self.projected
         self.stats.segments = self.n
-        wanted = req.sum(axis=1) > 0
-        self.stats.unreplicated = int(np.count_nonzero(wanted & (proj.sum(axis=1) == 0)))
-        self.stats.under_broadcast = int(
-            np.count_nonzero(self.broadcast & np.any(proj < req, axis=1))
-        )
+        wanted = _row_sums(req) > 0
+        self.stats.unreplicated = int(np.count_nonzero(wanted & (_row_sums(proj) == 0)))
+        self.stats.under_broadcast = int(np.count_nonzero(self.broadcast & _row_any(proj < req)))
         for t, name in enumerate(self.tiers):
             r, p = req[:, t], proj[:, t]
             self.stats.tiers[name] = TierStats(
@@ -590,7 +588,7 @@ class _RunPlanner:
         """One copy, in the primary tier, of every segment with none anywhere."""
         active_tiers = np.bincount(self.vol_tier[self.active], minlength=self.nt) > 0
         loadable = (self.required > 0) & active_tiers[None, :]
-        missing = np.flatnonzero(loadable.any(axis=1) & (self.projected.sum(axis=1) == 0))
+        missing = np.flatnonzero(_row_any(loadable) & (_row_sums(self.projected) == 0))
         if not len(missing):
             return
         # Primary tier: highest volume priority, then most replicas asked, then name order.
@@ -664,7 +662,7 @@ class _RunPlanner:
         copies (those a lost volume left short) first, newest first among equals."""
         deficit = self.required - self.projected
         # A segment with no copy at all waits for its first copy (primary tier) next run.
-        deficit[self.projected.sum(axis=1) == 0] = 0
+        deficit[_row_sums(self.projected) == 0] = 0
         for t in range(self.nt):
             if not np.any(self.vol_tier[self.active] == t):
                 continue
@@ -701,7 +699,7 @@ class _RunPlanner:
         tiers = self.vol_tier[self.c_vol]
         req = self.required[np.maximum(seg, 0), tiers]
         proj = self.projected[np.maximum(seg, 0), tiers]
-        whole = np.all(self.live >= self.required, axis=1)[np.maximum(seg, 0)]
+        whole = ~_row_any(self.live < self.required)[np.maximum(seg, 0)]
         over = served & (proj > req) & ((req > 0) | whole)
         # Loads (not moves) first, then leaving-able live copies, in preference order.
         loads = over & (state == _LOADING) & (self.snap.copies.move_from < 0)
@@ -866,8 +864,8 @@ class _RunPlanner:
         """Segments with no loaded copy: since when (carried over), and those past the
         alerting limit."""
         now = self.snap.now_ms
-        wanted = self.required.sum(axis=1) > 0
-        unavailable = wanted & (self.live.sum(axis=1) == 0)
+        wanted = _row_sums(self.required) > 0
+        unavailable = wanted & (_row_sums(self.live) == 0)
         self.stats.unavailable = int(np.count_nonzero(unavailable))
         before = self.snap.unavailable_since_ms
         since = np.full(self.n, -1, dtype=np.int64)
@@ -1028,6 +1026,23 @@ class _TierIndex:
                 joint = joint_cost_to(a, b, float(run.a[s]), float(run.b[s]))
                 cost[:, col] += sign * joint * (1.0 + (ds == run.ds[s]))
         return np.asarray(cost, dtype=np.float64)
+
+
+# Per-segment matrices have one column per tier: adding their few columns is ~7x faster than
+# ``sum(axis=1)``, whose inner loop runs over a row of 2-3 values (10^6 segments: 3 against
+# 23 ms, and a run makes a handful of these).
+def _row_sums(m: NDArray[Any]) -> I64:
+    out = np.zeros(m.shape[0], dtype=np.int64)
+    for j in range(m.shape[1]):
+        out += m[:, j]
+    return out
+
+
+def _row_any(m: BoolArray) -> BoolArray:
+    out = np.zeros(m.shape[0], dtype=np.bool_)
+    for j in range(m.shape[1]):
+        out |= m[:, j]
+    return out
 
 
 def _newest_first(segments: I64, end_ms: I64) -> I64:
