@@ -45,6 +45,7 @@ _DAY = 86_400_000
 _MONTH_UNITS = {1: "month", 3: "quarter", 12: "year"}
 # Druid's "auto": ISO strings or epoch millis; a string of digits is millis.
 _DIGITS = r"^\s*-?[0-9]+\s*$"
+_TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType)
 _CAST_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
 
 
@@ -99,18 +100,21 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
             **{metric_input(m): _typed_input(m, columns) for m in spec.metrics if m.field_name},
         }
     )
-    rejections: list[tuple[str, Column]] = [
-        ("null timestamp", raw.isNull()),
-        (f"unparseable timestamp ({spec.timestamp_spec.format})", raw_ms.isNull()),
-        ("timestamp outside 0001-9999", ms.isNull()),
-    ]
+    # Only the rejections this input can meet: each is a branch every kept row evaluates and
+    # a count the write job keeps (~0.035 s per 3 M rows each), and typed inputs (a TIMESTAMP
+    # column, a BIGINT for a longSum) cannot fail to parse.
+    rejections: list[tuple[str, Column]] = [("null timestamp", raw.isNull())]
+    if not isinstance(columns[ts_col], _TIME_TYPES):
+        unparseable = f"unparseable timestamp ({spec.timestamp_spec.format})"
+        rejections.append((unparseable, raw_ms.isNull()))
+    rejections.append(("timestamp outside 0001-9999", ms.isNull()))
     rejections += [
         (
             f"unparseable {m.field_name!r} for {m.type} metric {m.name!r}",
             F.col(m.field_name).isNotNull() & F.col(metric_input(m)).isNull(),
         )
         for m in spec.metrics
-        if m.field_name
+        if m.field_name and _input_can_fail(m, columns[m.field_name])
     ]
     if spec.transform_spec.filter is not None:
         keep = F.expr(spec.transform_spec.filter)
@@ -247,6 +251,17 @@ def _scaled(raw: Column, factor: float) -> Column:
     representable time (so huge values never overflow a long)."""
     value = raw.try_cast("double") * F.lit(factor)
     return F.when(value.between(float(MIN_MILLIS), float(MAX_MILLIS)), F.floor(value))
+
+
+def _input_can_fail(metric: MetricSpec, dtype: T.DataType) -> bool:
+    """Whether a non-null input of type ``dtype`` can fail to become ``metric``'s typed
+    input (see :func:`_typed_input`): integers always fit a long metric, numbers a double
+    one; sketches take their column as it is (or as its string)."""
+    if metric.type.startswith("long"):
+        return not isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
+    if metric.type.startswith("double"):
+        return not isinstance(dtype, T.NumericType)
+    return False
 
 
 def _typed_input(metric: MetricSpec, columns: dict[str, T.DataType]) -> Column:

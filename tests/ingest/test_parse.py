@@ -91,3 +91,32 @@ def test_chunk_and_query_time_follow_the_granularity_spec(spark: SparkSession) -
     row = parse_input(df, spec, interval=None).frame.first()
     assert row[CHUNK] == int(datetime(2024, 2, 1, tzinfo=UTC).timestamp() * 1000)
     assert row[TIME] == int(datetime(2024, 2, 15, 13, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_only_the_rejections_an_input_can_meet(spark: SparkSession) -> None:
+    """Typed inputs cannot fail to parse (a TIMESTAMP, integers for a long metric, numbers
+    for a double one), so they get no rejection reason to evaluate and count; a DECIMAL
+    that overflows a long, or a string, still does."""
+    df = spark.createDataFrame(
+        [(datetime(2024, 1, 1, tzinfo=UTC), 5, 2, Decimal(10**19), "7")],
+        "ts TIMESTAMP, n BIGINT, i INT, big DECIMAL(20,0), s STRING",
+    )
+    metrics = [
+        {"type": "longSum", "name": "a", "fieldName": "n"},
+        {"type": "doubleSum", "name": "b", "fieldName": "i"},
+        {"type": "doubleMax", "name": "c", "fieldName": "big"},
+        {"type": "longSum", "name": "d", "fieldName": "big"},
+        {"type": "longMin", "name": "e", "fieldName": "s"},
+    ]
+    spec = IngestionSpec.from_dict(
+        {"timestampSpec": {"column": "ts", "format": "auto"}, "metricsSpec": metrics}
+    )
+    parsed = parse_input(df, spec, interval=None)
+    overflow = "unparseable 'big' for longSum metric 'd'"
+    assert parsed.reasons == (
+        "null timestamp",
+        "timestamp outside 0001-9999",
+        overflow,
+        "unparseable 's' for longMin metric 'e'",
+    )
+    assert [r[REASON] for r in parsed.frame.select(REASON).collect()] == [overflow]
