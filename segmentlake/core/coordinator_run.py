@@ -541,22 +541,26 @@ class _RunPlanner:
     def _holding(self, segments: I64, vols: I64) -> BoolArray:
         """``hold[row, col]``: volume ``vols[col]`` has (or gets this run) a copy of
         ``segments[row]`` in any state — it cannot take another."""
-        row_of = np.full(self.n, -1, dtype=np.int64)
-        row_of[segments] = np.arange(len(segments))
-        col_of = np.full(self.nv, -1, dtype=np.int64)
-        col_of[vols] = np.arange(len(vols))
-        hold = np.zeros((len(segments), len(vols)), dtype=bool)
         c_seg, c_vol = self.c_seg, self.c_vol
         if self.new:
             new = np.array(self.new, dtype=np.int64)
             c_seg = np.concatenate([c_seg, new[:, 0]])
             c_vol = np.concatenate([c_vol, new[:, 1]])
-        served = c_seg >= 0
-        rows = np.where(served, row_of[np.maximum(c_seg, 0)], -1)
-        cols = col_of[c_vol]
-        hit = (rows >= 0) & (cols >= 0)
+        # Per distinct segment (two sampled copies of one segment share their row), found by
+        # one boolean gather over the copies; a copy of no served segment (-1) reads the
+        # extra last entry, which stays False.
+        distinct, row = np.unique(segments, return_inverse=True)
+        asked = np.zeros(self.n + 1, dtype=bool)
+        asked[distinct] = True
+        mine = np.flatnonzero(asked[c_seg])
+        col_of = np.full(self.nv, -1, dtype=np.int64)
+        col_of[vols] = np.arange(len(vols))
+        rows = np.searchsorted(distinct, c_seg[mine])
+        cols = col_of[c_vol[mine]]
+        hit = cols >= 0
+        hold = np.zeros((len(distinct), len(vols)), dtype=bool)
         hold[rows[hit], cols[hit]] = True
-        return hold
+        return hold[row]
 
     def _projected_copies(self) -> tuple[I64, I32]:
         """Every copy a volume holds or loads and keeps after this run's decisions so far."""
@@ -763,11 +767,13 @@ class _RunPlanner:
         # The projected copies once for every tier: a tier's moves stay within the tier, so
         # the copies of the tiers balanced later are as they were.
         projected: tuple[I64, I32] | None = None
+        movable_idx = np.flatnonzero(movable)
+        movable_tier = self.vol_tier[self.c_vol[movable_idx]]
         for t in range(self.nt):
             vols = np.flatnonzero((self.vol_tier == t) & self.active)
             if len(vols) < 2:
                 continue
-            idx = np.flatnonzero(movable & (self.vol_tier[self.c_vol] == t))
+            idx = movable_idx[movable_tier == t]
             if not len(idx):
                 continue
             if smart:
@@ -789,17 +795,16 @@ class _RunPlanner:
         # Seeded without the run's time: a run that moved nothing leaves the copies as they
         # were, so the next run weighs the same candidates and moves nothing either (a
         # converged cluster stays still instead of finding a stray move now and then).
-        order = np.random.default_rng([self.config.seed, tier]).permutation(copy_idx)
+        order = _RandomOrder(np.random.default_rng([self.config.seed, tier]), copy_idx)
         stop = _StopRule()
         # One index over the tier's copies for every batch: a later batch's costs add the
         # moves of the earlier ones (exact joint costs) instead of re-indexing the tier.
         base = _TierIndex(self, np.flatnonzero(self.vol_tier == tier), projected)
-        moves = weighed = lo = 0
+        moves = weighed = 0
         size = _FIRST_BATCH
-        while lo < len(order) and not stop.stopped:
+        while order.remaining and not stop.stopped:
             # A batch's costs are exact from the copies as this run left them so far.
-            batch = order[lo : lo + size]
-            lo += size
+            batch = order.take(size)
             size = min(size * _BATCH_GROWTH, _BALANCE_SAMPLE)
             batch = batch[~self.moving_away[batch]]
             m, w = self._balance_tier(tier, batch, stop, None, base)
@@ -893,6 +898,50 @@ class _StopRule:
         self.window.append(moved)
         self.misses += not moved
         self.stopped = self.misses >= _STOP_MISSES
+
+
+class _RandomOrder:
+    """``items`` in a uniformly random order, drawn a batch at a time: a balanced tier stops
+    after a few hundred of its 10^6 copies, so the whole permutation is never made. Each
+    next item is uniform over those not yet drawn (draws with replacement, repeats
+    discarded); once half are drawn, the rest are permuted at once."""
+
+    def __init__(self, rng: np.random.Generator, items: I64) -> None:
+        self.rng, self.items = rng, items
+        self.drawn = np.zeros(len(items), dtype=bool)
+        self.count = 0
+        self.rest: I64 | None = None  # the undrawn positions, permuted, once half are drawn
+
+    @property
+    def remaining(self) -> int:
+        return len(self.items) - self.count
+
+    def take(self, size: int) -> I64:
+        """The next ``size`` items (fewer at the end)."""
+        n = len(self.items)
+        size = min(size, n - self.count)
+        if self.rest is None and 2 * (self.count + size) > n:
+            self.rest = self.rng.permutation(np.flatnonzero(~self.drawn))
+        if self.rest is not None:
+            lo = self.count - (n - len(self.rest))
+            picked = self.rest[lo : lo + size]
+        else:
+            picked = self._draw(size)
+        self.count += size
+        return self.items[picked]
+
+    def _draw(self, size: int) -> I64:
+        found: list[I64] = []
+        need = size
+        while need:
+            draw = self.rng.integers(0, len(self.items), size=2 * need + 8)
+            _, first = np.unique(draw, return_index=True)
+            draw = draw[np.sort(first)]  # repeats within the draw: the first one counts
+            draw = draw[~self.drawn[draw]][:need]
+            self.drawn[draw] = True
+            found.append(draw)
+            need -= len(draw)
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 class _CandidateCosts:
@@ -1013,10 +1062,15 @@ class _TierIndex:
         seg = run.snap.segments
         n_c, n_v, n_ds = len(segments), len(vols), self.n_ds
         groups = np.arange(n_v * n_ds, dtype=np.int64)
-        q_seg = np.repeat(segments, len(groups))
-        q_group = np.tile(groups, n_c)
-        per_group = self.index.query(q_group, seg.start_ms[q_seg], seg.end_ms[q_seg])
-        per_group = per_group.reshape(n_c, n_v, n_ds)
+        # Asked group by group, each group's candidates in start order: the look-ups then
+        # walk the index forwards (2x faster at 10^6 copies than candidate by candidate).
+        by_start = np.argsort(seg.start_ms[segments], kind="stable")
+        q_seg = np.tile(segments[by_start], len(groups))
+        q_group = np.repeat(groups, n_c)
+        asked = self.index.query(q_group, seg.start_ms[q_seg], seg.end_ms[q_seg])
+        flat = np.empty((n_c, n_v * n_ds), dtype=np.float64)
+        flat[by_start] = asked.reshape(n_v * n_ds, n_c).T
+        per_group = flat.reshape(n_c, n_v, n_ds)
         cost = per_group.sum(axis=2)
         cost += per_group[np.arange(n_c), :, run.ds[segments]]
         a, b, ds = run.a[segments], run.b[segments], run.ds[segments]

@@ -278,27 +278,28 @@ class GroupedCostIndex:
         self.t0 = int(s_ms.min()) if len(s_ms) else 0
         self.span = (int(s_ms.max()) - self.t0 + 2) if len(s_ms) else 2
         self.max_len_ms = int((e_ms - s_ms).max()) if len(s_ms) else 0
-        key = g * self.span + (s_ms - self.t0)
         # Sorted by (group, start) in two stable passes: by start (copies usually come in
         # about segment order, which timsort takes in near-linear time), then by group (a
-        # radix sort for small integers) — the order of one stable sort by ``key``.
+        # radix sort for small integers) — the order of one stable sort by (group, start).
         order = np.argsort(s_ms, kind="stable")
         by_group = g[order]
         if self.n_groups <= np.iinfo(np.int16).max:
             by_group = by_group.astype(np.int16)
         order = order[np.argsort(by_group, kind="stable")]
-        self.key = key[order]
-        self.group_lo = np.searchsorted(
-            self.key, np.arange(self.n_groups + 1, dtype=np.int64) * self.span
-        )
-        c = to_units(s_ms[order], self.origin_ms)
-        d = to_units(e_ms[order], self.origin_ms)
+        # Each group's copies are contiguous now: their groups come from the counts, not from
+        # another gather (two random gathers in all, the starts and the ends).
+        sizes = np.bincount(g, minlength=self.n_groups) if len(g) else np.zeros(0, np.int64)
+        self.group_lo = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        g_sorted = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        s_sorted, e_sorted = s_ms[order], e_ms[order]
+        self.key = g_sorted * self.span + (s_sorted - self.t0)
+        c = to_units(s_sorted, self.origin_ms)
+        d = to_units(e_sorted, self.origin_ms)
         self.c, self.d = c, d
         blk = np.floor(c / _BLOCK_UNITS)
         self.b0 = float(blk.min()) if len(c) else 0.0
         self.nb = int(blk.max() - self.b0) + 1 if len(c) else 1
-        self.run = g[order] * self.nb + (blk - self.b0).astype(np.int64)
-        ref = (blk + 1) * _BLOCK_UNITS
+        self.run = g_sorted * self.nb + (blk - self.b0).astype(np.int64)
         # Each run's first position, for the block look-ups (a short array to search).
         if len(c):
             firsts = np.flatnonzero(np.r_[True, self.run[1:] != self.run[:-1]])
@@ -306,9 +307,15 @@ class GroupedCostIndex:
             firsts = np.zeros(0, dtype=np.int64)
         self.run_ids = self.run[firsts]
         self.run_bounds = np.r_[firsts, len(c)]
-        self.prefix = _segmented_cumsum(self.run, np.exp(d - ref) - np.exp(c - ref))
+        # Two exponentials per copy, from its block's start (u = e^(c - blk), v = e^(d - blk),
+        # both within e^(_BLOCK_UNITS + MAX_LEN_UNITS)): the prefix terms are
+        # e^(d - ref) - e^(c - ref) with ref the block's end, the suffix terms
+        # e^(ref - c) - e^(ref - d) with ref its start.
         ref = blk * _BLOCK_UNITS
-        values = np.exp(ref - c) - np.exp(ref - d)
+        with np.errstate(over="ignore"):  # only past MAX_LEN_UNITS, where no caller uses it
+            u, v = np.exp(c - ref), np.exp(d - ref)
+        self.prefix = _segmented_cumsum(self.run, (v - u) * math.exp(-_BLOCK_UNITS))
+        values = 1.0 / u - 1.0 / v
         self.suffix = _segmented_cumsum(self.run[::-1], values[::-1])[::-1]
 
     def __len__(self) -> int:

@@ -4,9 +4,17 @@ volumes a destination is chosen among, and the old bounds when smart loading is 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from segmentlake.core.coordinator_run import _STOP_MISSES, _STOP_WINDOW, ServedSegments, _StopRule
+from segmentlake.core.coordinator_run import (
+    _STOP_MISSES,
+    _STOP_WINDOW,
+    ServedSegments,
+    _RandomOrder,
+    _RunPlanner,
+    _StopRule,
+)
 from segmentlake.core.retention_rules import LoadRule
 from segmentlake.core.storage_tiers import (
     CoordinatorConfig,
@@ -157,6 +165,53 @@ def test_stop_rule_fires_at_80_misses_of_the_last_100() -> None:
         assert not rule.stopped
     rule.record(False)  # the window slides: the oldest hit leaves, a miss joins
     assert rule.stopped
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_the_random_order_draws_every_copy_once_in_any_batch_sizes(n: int) -> None:
+    items = np.arange(n, dtype=np.int64) * 3 + 5
+    order = _RandomOrder(np.random.default_rng(n), items)
+    drawn = [order.take(size) for size in (1, 4, 16, 64, 256, 1024, 4096)]
+    everything = np.concatenate(drawn)
+    assert sorted(everything.tolist()) == items.tolist()
+    assert [len(d) for d in drawn] == [
+        max(0, min(size, n - sum((1, 4, 16, 64, 256, 1024, 4096)[:i])))
+        for i, size in enumerate((1, 4, 16, 64, 256, 1024, 4096))
+    ]
+    assert order.take(10).tolist() == []
+
+
+def test_the_random_order_is_uniform_and_seeded() -> None:
+    # Each of 10 items comes first, and each comes last of the first half, about equally
+    # often over 20,000 seeds (a biased draw, e.g. of the lower positions, would show).
+    items = np.arange(10, dtype=np.int64)
+    first, fifth = np.zeros(10), np.zeros(10)
+    for seed in range(20_000):
+        taken = _RandomOrder(np.random.default_rng(seed), items).take(5)
+        first[taken[0]] += 1
+        fifth[taken[4]] += 1
+    assert 1700 < first.min() <= first.max() < 2300
+    assert 1700 < fifth.min() <= fifth.max() < 2300
+    again = [_RandomOrder(np.random.default_rng(7), items).take(10).tolist() for _ in range(2)]
+    assert again[0] == again[1]
+
+
+def test_two_sampled_copies_of_one_segment_both_see_every_volume_holding_it() -> None:
+    # Two copies of each segment in one tier: a batch may sample both copies of a segment,
+    # and neither may then move onto the volume holding the other.
+    rules = (LoadRule.forever({"hot": 2}),)
+    sim = SimulatedCluster(volumes(4), segments(40), default_rules=rules)
+    sim.converge()
+    snap, _, _ = sim.snapshot()
+    run = _RunPlanner(snap, sim.config)
+    seg = int(snap.copies.segment[0])
+    held = sorted(snap.copies.volume[snap.copies.segment == seg].tolist())
+    assert len(held) == 2
+    vols = np.arange(4, dtype=np.int64)
+    hold = run._holding(np.array([seg, seg + 1, seg], dtype=np.int64), vols)
+    assert np.flatnonzero(hold[0]).tolist() == held
+    assert np.flatnonzero(hold[2]).tolist() == held
+    assert hold[1].sum() == 2
 
 
 def test_a_balanced_cluster_stops_within_100_iterations() -> None:
