@@ -288,7 +288,7 @@ class GroupedCostIndex:
         order = order[np.argsort(by_group, kind="stable")]
         # Each group's copies are contiguous now: their groups come from the counts, not from
         # another gather (two random gathers in all, the starts and the ends).
-        sizes = np.bincount(g, minlength=self.n_groups) if len(g) else np.zeros(0, np.int64)
+        sizes = np.bincount(g, minlength=self.n_groups)
         self.group_lo = np.r_[0, np.cumsum(sizes)].astype(np.int64)
         g_sorted = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         s_sorted, e_sorted = s_ms[order], e_ms[order]

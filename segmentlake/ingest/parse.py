@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
@@ -93,11 +94,12 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
     frame = frame.withColumn("__raw_ms", F.when(in_range, raw_ms))
     ms = F.col("__raw_ms")
     granularity = spec.granularity_spec
+    typed = {m.name: _typed_input(m, columns[m.field_name]) for m in spec.metrics if m.field_name}
     frame = frame.withColumns(
         {
             TIME: floor_millis(granularity.query_granularity, ms),
             CHUNK: floor_millis(granularity.segment_granularity, ms),
-            **{metric_input(m): _typed_input(m, columns) for m in spec.metrics if m.field_name},
+            **{metric_input(m): typed[m.name].column for m in spec.metrics if m.field_name},
         }
     )
     # Only the rejections this input can meet: each is a branch every kept row evaluates and
@@ -114,7 +116,7 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
             F.col(m.field_name).isNotNull() & F.col(metric_input(m)).isNull(),
         )
         for m in spec.metrics
-        if m.field_name and _input_can_fail(m, columns[m.field_name])
+        if m.field_name and typed[m.name].can_fail
     ]
     if spec.transform_spec.filter is not None:
         keep = F.expr(spec.transform_spec.filter)
@@ -253,25 +255,22 @@ def _scaled(raw: Column, factor: float) -> Column:
     return F.when(value.between(float(MIN_MILLIS), float(MAX_MILLIS)), F.floor(value))
 
 
-def _input_can_fail(metric: MetricSpec, dtype: T.DataType) -> bool:
-    """Whether a non-null input of type ``dtype`` can fail to become ``metric``'s typed
-    input (see :func:`_typed_input`): integers always fit a long metric, numbers a double
-    one; sketches take their column as it is (or as its string)."""
-    if metric.type.startswith("long"):
-        return not isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
-    if metric.type.startswith("double"):
-        return not isinstance(dtype, T.NumericType)
-    return False
+class _TypedInput(NamedTuple):
+    """A metric's input as its aggregator takes it, and whether a non-null input can fail
+    to become that (a string for a longSum can; a BIGINT cannot)."""
+
+    column: Column
+    can_fail: bool
 
 
-def _typed_input(metric: MetricSpec, columns: dict[str, T.DataType]) -> Column:
+def _typed_input(metric: MetricSpec, dtype: T.DataType) -> _TypedInput:
     assert metric.field_name is not None
     raw = F.col(metric.field_name)
     if metric.type.startswith("long"):
-        return raw.try_cast("long")
+        integer = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
+        return _TypedInput(raw.try_cast("long"), not integer)
     if metric.type.startswith("double"):
-        return raw.try_cast("double")
-    dtype = columns[metric.field_name]
+        return _TypedInput(raw.try_cast("double"), not isinstance(dtype, T.NumericType))
     if metric.type == "HLLSketchMerge":
         if not isinstance(dtype, T.BinaryType):
             raise SpecError(
@@ -279,8 +278,8 @@ def _typed_input(metric: MetricSpec, columns: dict[str, T.DataType]) -> Column:
                 f"{metric.field_name!r} must be a BINARY column of sketches (as hll_sketch_agg "
                 f"makes), not {dtype.simpleString()}; use HLLSketchBuild for raw values"
             )
-        return raw
+        return _TypedInput(raw, False)
     # HLLSketchBuild: Spark's sketch takes int, bigint, string or binary values.
     if isinstance(dtype, T.IntegerType | T.LongType | T.StringType | T.BinaryType):
-        return raw
-    return raw.try_cast("string")
+        return _TypedInput(raw, False)
+    return _TypedInput(raw.try_cast("string"), False)
