@@ -1,32 +1,34 @@
 """Secondary partitioning for perfect rollup: how many segments each chunk gets, and which
 segment (bucket) each rolled-up row goes to.
 
-**Determine partitions** (Druid's first phase) is ONE Spark job over the kept input rows,
-whatever the number of chunks:
+**Determine partitions** (Druid's first phase) runs inside the write's Spark job, over the very
+rolled-up rows the write stores: the per-chunk table below is an aggregate of those rows,
+broadcast to tag them, so the input is scanned once (Spark reuses the rollup's shuffle for
+both: see :func:`tag_buckets`). The counts are exact, not sketched.
 
-* hashed, ``num_shards`` given — no job: every chunk gets that many buckets;
-* hashed, ``target_rows_per_segment`` — per chunk, the approximate number of distinct rolled-up
-  keys (HyperLogLog++, Spark's ``approx_count_distinct`` over a 64-bit hash of query-granular
-  time and dimensions; an exact row count when rollup is off) gives
-  ``num_buckets = ceil(keys / target)``;
-* range — per chunk and partition-dimension tuple, the same HLL count; a window over each
+* hashed, ``num_shards`` given — nothing to count: every chunk gets that many buckets;
+* hashed, ``target_rows_per_segment`` — per chunk, ``num_buckets = ceil(rows / target)``
+  over its rolled-up rows;
+* range — per chunk and partition-dimension tuple, the rolled-up rows; a window over each
   chunk's tuples in order accumulates them and cuts the chunk into ``n`` ranges of about
-  ``keys / n`` each, where ``n = max(round(keys / target), ceil(keys / max))``. Only the first
-  tuple of each range reaches the driver: one small row per segment.
+  ``rows / n`` each, where ``n = max(round(rows / target), ceil(rows / max))``.
 
 **Tagging**: each rolled-up row gets its bucket by a broadcast join with that per-chunk table:
 ``pmod(hash(CAST(d AS STRING), ...), num_buckets)`` for hashed (see
-:mod:`segmentlake.core.partitions_spec`), the range holding its tuple for range.
+:mod:`segmentlake.core.partitions_spec`), the range holding its tuple for range. The table's
+rows (one per chunk, or one per range) come back to the driver as the job's observed metrics,
+and give the shard specs.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-import math
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -49,17 +51,21 @@ __all__ = [
     "BUCKET",
     "ChunkPartitions",
     "Partitioning",
-    "determine_partitions",
+    "TaggedRows",
     "hash_bucket",
-    "rolled_up_keys",
+    "tag_buckets",
 ]
 
 logger = logging.getLogger(__name__)
 
 BUCKET = "__bucket"
-# HLL++ relative standard deviation: 2% costs 1.6 KB per chunk (or per range value) in the
-# aggregation buffer and keeps segment sizes within a few percent of the target.
-_RSD = 0.02
+_ROWS = "__rows"
+_START = "__start"
+_TABLE = "table"
+
+_PerfectRollupSpec = (
+    HashedPartitionsSpec | DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +87,10 @@ class Partitioning:
     """A perfect-rollup partitioning of one task: the spec, the dimensions it hashes or cuts
     by, and per chunk its buckets (chunks absent get ``default``)."""
 
-    spec: HashedPartitionsSpec | DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec
+    spec: _PerfectRollupSpec
     dimensions: tuple[str, ...]
     chunks: Mapping[int, ChunkPartitions]
     default: ChunkPartitions = ChunkPartitions(1, (None,))
-
-    @property
-    def is_range(self) -> bool:
-        return not isinstance(self.spec, HashedPartitionsSpec)
 
     def of_chunk(self, chunk_ms: int) -> ChunkPartitions:
         return self.chunks.get(chunk_ms, self.default)
@@ -118,48 +120,49 @@ class Partitioning:
             )
         return DimensionRangeShardSpec(partition_num, core_partitions, self.dimensions, start, end)
 
-    def tag(self, rows: DataFrame) -> DataFrame:
-        """``rows`` (with ``__chunk_ms`` and the dimensions) with their bucket in ``__bucket``."""
-        spark = rows.sparkSession
-        if self.is_range:
-            table = [
-                (chunk, b, *p.range_of(b))
-                for chunk, p in self.chunks.items()
-                for b in range(p.num_buckets)
-            ]
-            struct = T.StructType(
-                [T.StructField(f"p{i}", T.StringType()) for i in range(len(self.dimensions))]
-            )
-            schema = T.StructType(
-                [
-                    T.StructField("__c", T.LongType()),
-                    T.StructField(BUCKET, T.IntegerType()),
-                    T.StructField("__lo", struct),
-                    T.StructField("__hi", struct),
-                ]
-            )
-            bounds = spark.createDataFrame(table, schema)
-            value = _tuple(self.dimensions)
-            within = (F.col("__lo").isNull() | (value >= F.col("__lo"))) & (
-                F.col("__hi").isNull() | (value < F.col("__hi"))
-            )
-            joined = rows.join(F.broadcast(bounds), (F.col(CHUNK) == F.col("__c")) & within, "left")
-            # Chunks the determine job did not see (a source that changed between the two
-            # reads) become one segment with an open range, which describes them truly.
-            return joined.withColumn(BUCKET, F.coalesce(F.col(BUCKET), F.lit(0))).drop(
-                "__c", "__lo", "__hi"
-            )
-        if not self.chunks:
-            fixed = F.lit(self.default.num_buckets)
-            return rows.withColumn(BUCKET, hash_bucket(self.dimensions, fixed))
-        counts = spark.createDataFrame(
-            [(c, p.num_buckets) for c, p in self.chunks.items()], "__c BIGINT, __n INT"
-        )
-        joined = rows.join(F.broadcast(counts), F.col(CHUNK) == F.col("__c"), "left")
-        joined = joined.withColumn("__n", F.coalesce(F.col("__n"), F.lit(1)))
-        return joined.withColumn(BUCKET, hash_bucket(self.dimensions, F.col("__n"))).drop(
-            "__c", "__n"
-        )
+
+@dataclass(frozen=True, slots=True)
+class TaggedRows:
+    """Rolled-up rows with their bucket in ``__bucket``, and the partitioning they were
+    tagged by: call ``partitioning()`` once a Spark job has written ``frame`` (the per-chunk
+    table is an observed metric of that job)."""
+
+    frame: DataFrame
+    partitioning: Callable[[], Partitioning]
+
+
+def tag_buckets(
+    rolled: DataFrame,
+    spec: PartitionsSpec,
+    dimensions: tuple[str, ...],
+    *,
+    carried: Sequence[str],
+    counted: DataFrame | None = None,
+) -> TaggedRows:
+    """Tag ``rolled`` (with ``__chunk_ms`` and the dimensions) with each row's bucket,
+    determining the buckets from ``counted`` (default: ``rolled`` itself), whose rows per
+    chunk each rolled-up row stands for; checks the partition dimensions first and raises
+    :class:`SpecError` naming what is wrong.
+
+    ``carried`` names the aggregated columns the write keeps besides the grouping keys: the
+    count references them too, so its plan of ``rolled`` is the write's, and Spark runs the
+    rollup's scan and shuffle once for both (it reuses an exchange only between identical
+    plans; with a metric pruned from one, the input would be read twice).
+    """
+    if isinstance(spec, HashedPartitionsSpec):
+        dims = spec.partition_dimensions or (TIME, *dimensions)
+        _check_named(spec.partition_dimensions, dimensions)
+        if spec.num_shards is not None:
+            fixed = Partitioning(spec, dims, {}, ChunkPartitions(spec.num_shards))
+            tagged = rolled.withColumn(BUCKET, hash_bucket(dims, F.lit(spec.num_shards)))
+            return TaggedRows(tagged, lambda: fixed)
+        return _hashed(rolled, spec, dims, carried, rolled if counted is None else counted)
+    if isinstance(spec, DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec):
+        dims = spec.partition_dimensions
+        _check_named(dims, dimensions)
+        _check_strings(rolled, dims)
+        return _range(rolled, spec, dims, carried, rolled if counted is None else counted)
+    raise SpecError(f"partitionsSpec {spec.type_name!r} does not partition for perfect rollup")
 
 
 def hash_bucket(columns: Sequence[str], num_buckets: Column) -> Column:
@@ -168,65 +171,49 @@ def hash_bucket(columns: Sequence[str], num_buckets: Column) -> Column:
     return F.pmod(F.hash(*[F.col(c).cast("string") for c in columns]), num_buckets).cast("int")
 
 
-def rolled_up_keys(dimensions: Sequence[str]) -> Column:
-    """A 64-bit hash of a rolled-up row's key (query-granular time and every dimension)."""
-    return F.xxhash64(F.col(TIME), *[F.col(d) for d in dimensions])
-
-
-def determine_partitions(
-    kept: DataFrame,
-    spec: PartitionsSpec,
-    dimensions: tuple[str, ...],
-    *,
-    rollup: bool,
-) -> Partitioning:
-    """The partitioning of a task's kept rows (see the module); checks the partition
-    dimensions first and raises :class:`SpecError` naming what is wrong."""
-    if isinstance(spec, HashedPartitionsSpec):
-        dims = spec.partition_dimensions or (TIME, *dimensions)
-        _check_named(spec.partition_dimensions, dimensions)
-        if spec.num_shards is not None:
-            return Partitioning(spec, dims, {}, ChunkPartitions(spec.num_shards))
-        assert spec.target_rows_per_segment is not None
-        return Partitioning(spec, dims, _hashed_chunks(kept, dimensions, spec, rollup=rollup))
-    if isinstance(spec, DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec):
-        dims = spec.partition_dimensions
-        _check_named(dims, dimensions)
-        _check_strings(kept, dims)
-        return Partitioning(spec, dims, _range_chunks(kept, dimensions, spec, rollup=rollup))
-    raise SpecError(f"partitionsSpec {spec.type_name!r} does not partition for perfect rollup")
-
-
-def _hashed_chunks(
-    kept: DataFrame, dimensions: tuple[str, ...], spec: HashedPartitionsSpec, *, rollup: bool
-) -> dict[int, ChunkPartitions]:
+def _hashed(
+    rolled: DataFrame,
+    spec: HashedPartitionsSpec,
+    dims: tuple[str, ...],
+    carried: Sequence[str],
+    counted: DataFrame,
+) -> TaggedRows:
     assert spec.target_rows_per_segment is not None
-    target = spec.target_rows_per_segment
-    rows = _key_count(dimensions, rollup=rollup)
-    chunks = {}
-    for r in kept.groupBy(CHUNK).agg(rows.alias("n")).collect():
-        keys = int(r["n"])
-        chunks[int(r[CHUNK])] = ChunkPartitions(max(1, math.ceil(keys / target)))
-    logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
-    return chunks
+    per_chunk = _rows_per(counted, [CHUNK], carried)
+    buckets = F.greatest(F.lit(1), F.ceil(F.col(_ROWS) / spec.target_rows_per_segment))
+    table = per_chunk.select(F.col(CHUNK).alias("__c"), buckets.cast("int").alias("__n"))
+    observation = Observation(f"segmentlake-buckets-{uuid.uuid4().hex}")
+    observed = table.observe(observation, F.collect_list(F.struct("__c", "__n")).alias(_TABLE))
+    joined = rolled.join(F.broadcast(observed), F.col(CHUNK) == F.col("__c"), "left")
+    # Every chunk of ``rolled`` is in the table (it is counted from the same rows); the
+    # default only keeps a row that somehow is not in a bucket the table describes.
+    n = F.coalesce(F.col("__n"), F.lit(1))
+    tagged = joined.withColumn(BUCKET, hash_bucket(dims, n)).drop("__c", "__n")
+
+    def partitioning() -> Partitioning:
+        rows = observation.get[_TABLE]
+        chunks = {int(r["__c"]): ChunkPartitions(int(r["__n"])) for r in rows}
+        logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
+        return Partitioning(spec, dims, chunks)
+
+    return TaggedRows(tagged, partitioning)
 
 
-def _range_chunks(
-    kept: DataFrame,
-    dimensions: tuple[str, ...],
+def _range(
+    rolled: DataFrame,
     spec: DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec,
-    *,
-    rollup: bool,
-) -> dict[int, ChunkPartitions]:
+    dims: tuple[str, ...],
+    carried: Sequence[str],
+    counted: DataFrame,
+) -> TaggedRows:
     assert spec.target_rows_per_segment is not None
     assert spec.max_rows_per_segment is not None
-    dims = spec.partition_dimensions
-    per_value = kept.groupBy(CHUNK, *dims).agg(_key_count(dimensions, rollup=rollup).alias("n"))
+    per_value = _rows_per(counted, [CHUNK, *dims], carried)
     ordered = Window.partitionBy(CHUNK).orderBy(*[F.col(d).asc_nulls_first() for d in dims])
     before = F.coalesce(
-        F.sum("n").over(ordered.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)
+        F.sum(_ROWS).over(ordered.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)
     )
-    total = F.sum("n").over(Window.partitionBy(CHUNK))
+    total = F.sum(_ROWS).over(Window.partitionBy(CHUNK))
     pieces = F.greatest(
         F.lit(1),
         F.round(total / spec.target_rows_per_segment),
@@ -234,30 +221,59 @@ def _range_chunks(
     ).cast("long")
     # Cut where the running count crosses a multiple of total / pieces: ranges of about equal
     # size, each at least one tuple (a tuple heavier than that spans its own range).
-    bucket = F.floor(F.col("__before") * F.col("__pieces") / F.col("__total"))
+    cut = F.floor(F.col("__before") * F.col("__pieces") / F.col("__total"))
     cuts = (
         per_value.withColumns({"__before": before, "__total": total, "__pieces": pieces})
-        .withColumn(BUCKET, F.least(bucket, F.col("__pieces") - 1))
-        .groupBy(CHUNK, BUCKET)
-        .agg(F.min(_tuple(dims)).alias("start"), F.sum("n").alias("n"))
+        .withColumn("__cut", F.least(cut, F.col("__pieces") - 1))
+        .groupBy(CHUNK, "__cut")
+        .agg(F.min(_tuple(dims)).alias(_START))
     )
-    found: dict[int, list[tuple[int, tuple[str | None, ...], int]]] = {}
-    for r in cuts.collect():
-        found.setdefault(int(r[CHUNK]), []).append((int(r[BUCKET]), tuple(r["start"]), int(r["n"])))
-    chunks = {}
-    for chunk, ranges in found.items():
-        ranges.sort()
-        # Renumbered 0..k-1: a tuple heavier than one range leaves bucket numbers unused.
-        starts = (None, *(start for _, start, _ in ranges[1:]))
-        chunks[chunk] = ChunkPartitions(len(ranges), starts)
-    logger.info("range: %d chunk(s), %d range(s)", len(chunks), _total(chunks))
-    return chunks
+    # Renumbered 0..k-1 (a tuple heavier than one range leaves cut numbers unused); each
+    # range ends where the next begins, the first and last are open.
+    in_chunk = Window.partitionBy(CHUNK).orderBy("__cut")
+    bounds = cuts.select(
+        F.col(CHUNK).alias("__c"),
+        (F.row_number().over(in_chunk) - 1).cast("int").alias(BUCKET),
+        F.col(_START),
+        F.lead(_START).over(in_chunk).alias("__hi"),
+    )
+    observation = Observation(f"segmentlake-ranges-{uuid.uuid4().hex}")
+    observed = bounds.observe(
+        observation, F.collect_list(F.struct("__c", BUCKET, _START)).alias(_TABLE)
+    )
+    value = _tuple(dims)
+    low = F.when(F.col(BUCKET) > 0, F.col(_START))
+    within = (low.isNull() | (value >= low)) & (F.col("__hi").isNull() | (value < F.col("__hi")))
+    joined = rolled.join(F.broadcast(observed), (F.col(CHUNK) == F.col("__c")) & within, "left")
+    tagged = joined.withColumn(BUCKET, F.coalesce(F.col(BUCKET), F.lit(0))).drop(
+        "__c", _START, "__hi"
+    )
+
+    def partitioning() -> Partitioning:
+        found = sorted(
+            (int(r["__c"]), int(r[BUCKET]), tuple(r[_START])) for r in observation.get[_TABLE]
+        )
+        chunks = {}
+        for chunk, ranges in itertools.groupby(found, key=lambda r: r[0]):
+            starts = [start for _, _, start in ranges]
+            chunks[chunk] = ChunkPartitions(len(starts), (None, *starts[1:]))
+        logger.info("range: %d chunk(s), %d range(s)", len(chunks), _total(chunks))
+        return Partitioning(spec, dims, chunks)
+
+    return TaggedRows(tagged, partitioning)
 
 
-def _key_count(dimensions: Sequence[str], *, rollup: bool) -> Column:
-    if not rollup:
-        return F.count(F.lit(1))
-    return F.approx_count_distinct(rolled_up_keys(dimensions), _RSD)
+def _rows_per(counted: DataFrame, keys: Sequence[str], carried: Sequence[str]) -> DataFrame:
+    """``counted``'s rows per ``keys`` in ``__rows``. The count also hashes every carried
+    column, and ``__rows`` depends on that hash (never null for a group that has rows), so
+    the optimizer keeps them: see :func:`tag_buckets` for why."""
+    if not carried:
+        return counted.groupBy(*keys).agg(F.count(F.lit(1)).alias(_ROWS))
+    grouped = counted.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("__n"), F.max(F.xxhash64(*map(F.col, carried))).alias("__h")
+    )
+    rows = F.when(F.col("__h").isNotNull(), F.col("__n")).otherwise(F.lit(0))
+    return grouped.select(*keys, rows.alias(_ROWS))
 
 
 def _tuple(dimensions: Sequence[str]) -> Column:
@@ -273,8 +289,8 @@ def _check_named(named: Sequence[str], dimensions: Sequence[str]) -> None:
         )
 
 
-def _check_strings(kept: DataFrame, dims: Sequence[str]) -> None:
-    types = {f.name: f.dataType for f in kept.schema.fields}
+def _check_strings(rows: DataFrame, dims: Sequence[str]) -> None:
+    types = {f.name: f.dataType for f in rows.schema.fields}
     wrong = {d: types[d].simpleString() for d in dims if not isinstance(types[d], T.StringType)}
     if wrong:
         raise SpecError(

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
 from segmentlake.ingest.parse import CHUNK, REASON, TIME, metric_input
-from segmentlake.ingest.partitioning import BUCKET, Partitioning
+from segmentlake.ingest.partitioning import BUCKET, TaggedRows, tag_buckets
 
 __all__ = [
     "kept_rows",
@@ -42,29 +42,40 @@ def perfect_rollup_rows(
     parsed: DataFrame,
     spec: IngestionSpec,
     dimensions: tuple[str, ...],
-    partitioning: Partitioning,
     *,
     key_token: str,
-) -> DataFrame:
+    unobserved: DataFrame | None = None,
+) -> TaggedRows:
     """The rows to write for perfect rollup: rolled up per (chunk, time, dimensions) — Spark
     combines each input task's rows before the shuffle (partial aggregation) and merges them
-    after — then tagged with their bucket and shuffled once more, rolled up, by
-    ``<chunk ms>.<bucket>.<token>``: one Spark task, one file, per segment."""
+    after — then tagged with their bucket (determined from those same rolled-up rows, in the
+    same job: :func:`~segmentlake.ingest.partitioning.tag_buckets`) and shuffled once more,
+    rolled up, by ``<chunk ms>.<bucket>.<token>``: one Spark task, one file, per segment.
+
+    With rollup off there is no rollup shuffle to share, and the buckets are counted from
+    ``unobserved`` (the parsed rows without ``parsed``'s observed metrics, which would
+    otherwise count every input row twice; default ``parsed``)."""
     kept = kept_rows(parsed)
-    metrics = [F.col(m.name) for m in spec.metrics]
+    metrics = [m.name for m in spec.metrics]
     if spec.granularity_spec.rollup:
         keys = [F.col(CHUNK), F.col(TIME), *[F.col(d) for d in dimensions]]
         aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics]
         rolled = kept.groupBy(*keys).agg(*(aggregates or [F.count(F.lit(1)).alias("__n")]))
+        counted = None
     else:
         rolled = _unrolled(kept, spec, [F.col(CHUNK), F.col(TIME), *map(F.col, dimensions)])
+        counted = kept_rows(parsed if unobserved is None else unobserved)
+    carried = metrics if counted is None else []
+    tagged = tag_buckets(rolled, spec.partitions_spec, dimensions, carried=carried, counted=counted)
     key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
     key = F.concat(key, F.lit(f".{key_token}"))
-    tagged = partitioning.tag(rolled).withColumn(SEGMENT_KEY_COLUMN, key)
     time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
-    return tagged.repartition(SEGMENT_KEY_COLUMN).select(
-        time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY_COLUMN)
+    rows = (
+        tagged.frame.withColumn(SEGMENT_KEY_COLUMN, key)
+        .repartition(SEGMENT_KEY_COLUMN)
+        .select(time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY_COLUMN))
     )
+    return TaggedRows(rows, tagged.partitioning)
 
 
 def _unrolled(kept: DataFrame, spec: IngestionSpec, keys: list[Column]) -> DataFrame:

@@ -61,9 +61,9 @@ from segmentlake.ingest.parse import (
     is_parse_exception,
     parse_input,
 )
-from segmentlake.ingest.partitioning import Partitioning, determine_partitions
+from segmentlake.ingest.partitioning import Partitioning
 from segmentlake.ingest.report import RowStats, TaskReport
-from segmentlake.ingest.rollup import kept_rows, perfect_rollup_rows, segment_rows
+from segmentlake.ingest.rollup import perfect_rollup_rows, segment_rows
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.append_publish import publish_append
 from segmentlake.metadata.file_moves import rekey_files
@@ -288,17 +288,8 @@ def _ingest(
 ) -> TaskReport:
     path = datasource_table_path(run.target.warehouse, run.datasource)
     crash_point("ingest.after_parse")
-    partitioning = None
-    if run.spec.partitions_spec.perfect_rollup:
-        with run.phase("determine_partitions"):
-            partitioning = determine_partitions(
-                kept_rows(parsed.frame),
-                run.spec.partitions_spec,
-                parsed.dimensions,
-                rollup=run.spec.granularity_spec.rollup,
-            )
     with run.phase("write"):
-        written, versions = _write(run, parsed, path, partitioning)
+        written, versions, partitioning = _write(run, parsed, path)
     limit = _segment_row_limit(run)
     if (
         partitioning is None
@@ -363,12 +354,13 @@ def _ingest(
 
 
 def _write(
-    run: _RunningTask, parsed: ParsedInput, path: str, partitioning: Partitioning | None
-) -> tuple[dict[str, WrittenSegment], tuple[int, int]]:
-    """Write one segment per chunk (per bucket, with ``partitioning``) in one Spark job,
+    run: _RunningTask, parsed: ParsedInput, path: str
+) -> tuple[dict[str, WrittenSegment], tuple[int, int], Partitioning | None]:
+    """Write one segment per chunk (per bucket, for perfect rollup) in one Spark job,
     counting every input row by fate in that same job (Spark's observed metrics); what
-    landed per write key. Too many unparseable rows fail the task here: what was written is
-    never published."""
+    landed per write key, the table versions around the write and, for perfect rollup, the
+    partitioning the job determined. Too many unparseable rows fail the task here: what was
+    written is never published."""
     observation = Observation(f"segmentlake-{run.task_id}")
     counted = parsed.frame.observe(
         observation,
@@ -378,21 +370,29 @@ def _write(
             for i, reason in enumerate(parsed.reasons)
         ],
     )
-    if partitioning is None:
-        rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
-    else:
-        rows = perfect_rollup_rows(
-            counted, run.spec, parsed.dimensions, partitioning, key_token=run.key_token
+    tagged = None
+    if run.spec.partitions_spec.perfect_rollup:
+        tagged = perfect_rollup_rows(
+            counted,
+            run.spec,
+            parsed.dimensions,
+            key_token=run.key_token,
+            unobserved=parsed.frame,
         )
+        rows = tagged.frame
+    else:
+        rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
     logger.info("%s: writing to %s", run.task_id, path)
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
     # Files never outgrow a segment: an oversized segment becomes several by moving whole
     # files to new keys (metadata only, see _split), never by writing its rows again.
-    limit = None if partitioning is not None else _segment_row_limit(run)
+    limit = None if tagged is not None else _segment_row_limit(run)
     versions = write_rows(log, rows, max_records_per_file=None if limit is None else _fill(limit))
     _count(run, parsed, observation.get)
-    parts = 1 if partitioning is None else 2
-    return written_segments(log, versions, _key_filter(run.key_token, parts)), versions
+    partitioning = None if tagged is None else tagged.partitioning()
+    parts = 1 if tagged is None else 2
+    written = written_segments(log, versions, _key_filter(run.key_token, parts))
+    return written, versions, partitioning
 
 
 def _ledger_scope(task_id: str) -> Scope:

@@ -169,7 +169,40 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
         result["skip_header"] = {"operation": e.operation, "message": str(e)}
     report = run_druid_task(lake, skip_header_task(inputs, skip=0))
     result["druid_csv"] = {"status": report.status, "rows": lake.read("skipped").count()}
+    result["perfect_rollup"] = perfect_rollup(lake, spark, days)
     write_json(result_path, result)
+
+
+def perfect_rollup(lake: Lake, spark: SparkSession, days: list[Any]) -> dict[str, Any]:
+    """Range partitioning with a target size: the buckets are determined inside the write
+    job and come back as its observed metrics, which must work over Connect too."""
+    ranged = {
+        **SPEC,
+        "partitionsSpec": {
+            "type": "range",
+            "partitionDimensions": ["channel"],
+            "targetRowsPerSegment": 40,
+        },
+    }
+    rows = edits_of_days(spark, days[:2], ROWS_PER_DAY, seed=3)
+    interval = Interval(days[0], days[2])
+    report = lake.overwrite(rows, "ranged", ranged, interval=interval)
+    shards: dict[str, list[Any]] = {}
+    for s in lake.used_segments("ranged"):
+        shards.setdefault(str(s.interval), []).append(s.shard_spec)
+    contiguous = all(
+        a.end == b.start and s[0].start is None and s[-1].end is None
+        for s in (sorted(v, key=lambda x: x.partition_num) for v in shards.values())
+        for a, b in zip(s, s[1:], strict=False)
+    )
+    return {
+        "status": report.status,
+        "rows_in": report.rows.rows_in,
+        "rows_out": report.rows.rows_out,
+        "segments_per_day": sorted(len(v) for v in shards.values()),
+        "contiguous": contiguous,
+        "read_rows": lake.read("ranged").count(),
+    }
 
 
 def stream(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:

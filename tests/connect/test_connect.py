@@ -23,6 +23,7 @@ from segmentlake.spark.connect import ConnectServer, start_connect_server
 ROOT = Path(__file__).parents[2]
 CLIENT_TIMEOUT_S = 600  # a busy 2-core CI box took 215 s where an idle one takes 70 s
 
+ROWS_PER_DAY = 100
 # 100 edits a day for 4 days; 10 late edits on Jan 2 and Jan 4; Jan 3 overwritten with 50.
 APPENDED = {"2024-01-01": 100, "2024-01-02": 100, "2024-01-03": 100, "2024-01-04": 100}
 LATE = {**APPENDED, "2024-01-02": 110, "2024-01-04": 110}
@@ -119,6 +120,11 @@ def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_p
     assert "classic SparkSession" in skipped["message"]
     assert "RDD API" in skipped["message"]
     assert result["druid_csv"] == {"status": "SUCCESS", "rows": 1}  # the same task, no skip
+    ranged = result["perfect_rollup"]
+    assert (ranged["status"], ranged["rows_in"]) == ("SUCCESS", 2 * ROWS_PER_DAY)
+    assert ranged["rows_out"] == ranged["read_rows"]
+    assert all(n >= 2 for n in ranged["segments_per_day"]), ranged  # ranges were cut
+    assert ranged["contiguous"], ranged
 
 
 @pytest.mark.spark

@@ -173,8 +173,9 @@ def test_hashed_target_rows_determines_the_shard_count_per_chunk(
     segments = lake.used_segments(ds)
     for day, keys in per_day.items():
         of_day = [s for s in segments if s.interval.start.date() == day]
-        # HLL estimates within a few percent: the count is ceil(keys / target) give or take 1.
-        assert abs(len(of_day) - -(-keys // target)) <= 1, (day, keys, len(of_day))
+        # Exact counts of the rolled-up rows: ceil(keys / target) buckets, none empty here.
+        assert len(of_day) == -(-keys // target), (day, keys, len(of_day))
+        assert all(s.shard_spec.num_buckets == len(of_day) for s in of_day)
         assert all(s.shard_spec.num_core_partitions == len(of_day) for s in of_day)
     _assert_rolled_up_exactly(lake, ds, rows)
 
@@ -239,14 +240,34 @@ def test_range_segments_are_within_20_percent_of_the_target_on_skewed_data(
     assert all(0.8 * target <= n <= 1.2 * target for n in sizes), sizes
 
 
-def test_rollup_off_still_partitions(spark: SparkSession, lake: Lake, ds: str) -> None:
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        {"type": "hashed", "numShards": 2, "partitionDimensions": ["user"]},
+        {"type": "hashed", "targetRowsPerSegment": 60},
+        {"type": "range", "partitionDimensions": ["user"], "targetRowsPerSegment": 60},
+    ],
+    ids=["num_shards", "hashed_target", "range_target"],
+)
+def test_rollup_off_still_partitions(
+    spark: SparkSession, lake: Lake, ds: str, partitions: dict[str, Any]
+) -> None:
+    ds = f"{ds[:40]}_{len(partitions)}{partitions['type']}"
     rows = _rows(500, seed=6)
-    spec = _spec({"type": "hashed", "numShards": 2, "partitionDimensions": ["user"]}, rollup=False)
+    spec = _spec(partitions, rollup=False)
 
     report = lake.overwrite(_input(spark, rows), ds, spec, interval=INTERVAL)
 
-    assert report.rows.rows_out == 500
+    assert report.rows.rows_in == report.rows.rows_out == 500  # each input row counted once
     assert lake.read(ds).count() == 500
+    if "targetRowsPerSegment" in partitions:  # rows per chunk, counted exactly
+        per_day = Counter(r[0][:10] for r in rows)
+        segments = lake.used_segments(ds)
+        for day, n in per_day.items():
+            of_day = [s for s in segments if str(s.interval.start.date()) == day]
+            if partitions["type"] == "hashed":
+                assert len(of_day) == -(-n // 60), (day, n)
+            assert sum(s.num_rows for s in of_day) == n
 
 
 def test_hll_sketches_merge_across_segments_without_re_estimating(
@@ -285,18 +306,11 @@ def test_range_on_a_number_fails_clearly(spark: SparkSession, lake: Lake, ds: st
 def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
     from segmentlake.core.ingest_spec import IngestionSpec
     from segmentlake.ingest.parse import parse_input
-    from segmentlake.ingest.partitioning import ChunkPartitions, Partitioning
     from segmentlake.ingest.rollup import perfect_rollup_rows
 
     spec = IngestionSpec.from_dict(_spec({"type": "hashed", "numShards": 2}))
     parsed = parse_input(_input(spark, _rows(50, seed=10)), spec, interval=INTERVAL)
-    partitioning = Partitioning(
-        spec.partitions_spec,  # type: ignore[arg-type]
-        ("__time_ms", "channel", "user"),
-        {},
-        ChunkPartitions(2),
-    )
-    rows = perfect_rollup_rows(parsed.frame, spec, parsed.dimensions, partitioning, key_token="t")
+    rows = perfect_rollup_rows(parsed.frame, spec, parsed.dimensions, key_token="t").frame
 
     plan = rows._jdf.queryExecution().executedPlan().toString()
     # Map side: partial aggregates below the first exchange; then one more exchange of the
@@ -305,6 +319,34 @@ def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
     assert "partial_sum" in plan[first_exchange:]
     assert "partial_count" in plan[first_exchange:]
     assert "Exchange hashpartitioning(__segment" in plan[:first_exchange]
+
+
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        {"type": "hashed", "targetRowsPerSegment": 150},
+        {"type": "range", "partitionDimensions": ["channel", "user"], "targetRowsPerSegment": 150},
+        {"type": "single_dim", "partitionDimension": "user", "targetRowsPerSegment": 150},
+    ],
+    ids=["hashed", "range", "single_dim"],
+)
+def test_partitions_are_determined_in_the_write_job_from_one_scan(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Any, partitions: dict[str, Any]
+) -> None:
+    ds = f"{ds[:40]}_{partitions['type']}"  # the fixture's name is cut before the parameter
+    rows = _rows(3000, seed=12)
+    source = str(tmp_path / "input")
+    _input(spark, rows).write.parquet(source)
+
+    report = lake.overwrite(spark.read.parquet(source), ds, _spec(partitions), interval=INTERVAL)
+
+    # Counting the rolled-up rows reuses the write's own scan and shuffle: the input files
+    # are read once (Delta's log adds a few records; a second scan would add 3000).
+    write = report.phase_metrics["write"]
+    assert len(rows) <= write["input_records"] < 1.2 * len(rows), write
+    assert "determine_partitions" not in report.phases
+    assert report.rows.rows_in == len(rows)  # the observed counts saw each row once
+    _assert_rolled_up_exactly(lake, ds, rows)
 
 
 # -- pruning over real perfect-rollup ingestion ----------------------------------------------
