@@ -6,7 +6,7 @@ Run from the repository root (a temporary directory under /tmp is created and re
     .venv/bin/python bench/determine_partitions.py            # 3,000,000 rows over 30 days
 
 * ``hllpp``: Spark's ``approx_count_distinct`` (HyperLogLog++, 2% RSD) per chunk, as
-  ``ingest/partitioning.py`` did until the count moved into the write job (2026-11-28);
+  ``ingest/partitioning.py`` did until the count moved into the write job (2026-11-27);
 * ``registers``: a plain HyperLogLog written as declarative aggregates Spark compiles
   (per chunk and register, the max leading-zero count of a 64-bit key hash; the estimate on
   the driver);

@@ -5,6 +5,7 @@ Run from the repository root (a local warehouse under /tmp is created and remove
 
     .venv/bin/python bench/perfect_rollup.py                   # 3,000,000 rows over 30 days
     .venv/bin/python bench/perfect_rollup.py --rows 1000000 --repeat 3
+    .venv/bin/python bench/perfect_rollup.py --repeat 3 --variants hashed_target_rows --stages
 
 The input (web edits: channel, country, device and a Zipf-popular page; added/deleted counts;
 a user id for a distinct-count sketch left out on both sides) is written once as a Delta table,
@@ -16,6 +17,9 @@ runs both sides back to back, alternating which goes first; medians are reported
   a range spec on ``page``, each vs ``df.groupBy(day, channel, country, device, page)
   .agg(count, sum, min, max)`` written to a plain Delta table partitioned by day: the same
   rolled-up rows. Target ratio <= 1.3.
+* ``--stages``: after the rounds of each variant, one more round of each side with the task
+  time, records and shuffle bytes of every Spark stage it ran (from Spark's status store):
+  where the ratio comes from.
 * **top-N**: the 10 pages with the most ``added`` over the whole period, through ``lake.read``
   of the rolled-up datasource vs ``spark.read`` of the raw rows (a plain Delta table
   partitioned by day, compacted with ``OPTIMIZE``): what rollup buys a Druid-style query.
@@ -29,6 +33,8 @@ import logging
 import shutil
 import statistics
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ingest_read import alternating
@@ -96,6 +102,36 @@ def plain_rollup(source: DataFrame, path: str) -> None:
     )
 
 
+def stage_profile(spark: SparkSession, run: Callable[[], object]) -> list[dict]:
+    """Run ``run`` and return each Spark stage it completed: tasks, task time, records in
+    and out, shuffle bytes written."""
+    context = spark.sparkContext._jsc.sc()
+    first = context.dagScheduler().nextStageId()
+    run()
+    time.sleep(1.0)  # the status store is fed by an asynchronous listener
+    store, stages = context.statusStore(), []
+    for stage_id in range(first, context.dagScheduler().nextStageId()):
+        try:
+            s = store.lastStageAttempt(stage_id)
+        except Exception:  # a stage planned but never submitted
+            continue
+        if str(s.status()) != "COMPLETE":
+            continue
+        stages.append(
+            {
+                "stage": stage_id,
+                "tasks": s.numTasks(),
+                "task_ms": s.executorRunTime(),
+                "input_records": s.inputRecords(),
+                "shuffle_read_records": s.shuffleReadRecords(),
+                "shuffle_write_records": s.shuffleWriteRecords(),
+                "shuffle_write_mb": round(s.shuffleWriteBytes() / 1e6, 1),
+                "output_records": s.outputRecords(),
+            }
+        )
+    return stages
+
+
 def top_pages(df: DataFrame, metric: str) -> list:
     return (
         df.groupBy("page")
@@ -116,6 +152,9 @@ def main() -> None:
         nargs="+",
         choices=["hashed_num_shards", "hashed_target_rows", "range_target_rows"],
         help="run only these ingest variants (default: all three)",
+    )
+    parser.add_argument(
+        "--stages", action="store_true", help="print each side's Spark stages once more"
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -163,6 +202,10 @@ def main() -> None:
                 "lake_phases": {k: round(v, 2) for k, v in reports[-1].phases.items()},
             }
             print(json.dumps({name: result[name]}), flush=True)
+            if args.stages:
+                for side, run in (("plain", plain), ("segmentlake", ingest)):
+                    stages = stage_profile(spark, lambda run=run: run(98))
+                    print(json.dumps({name: {f"{side}_stages": stages}}), flush=True)
         if "hashed_num_shards" not in result:
             print(json.dumps(result, indent=2))
             return
