@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import sys
 import time
 from datetime import timedelta
@@ -190,11 +191,7 @@ def perfect_rollup(lake: Lake, spark: SparkSession, days: list[Any]) -> dict[str
     shards: dict[str, list[Any]] = {}
     for s in lake.used_segments("ranged"):
         shards.setdefault(str(s.interval), []).append(s.shard_spec)
-    contiguous = all(
-        a.end == b.start and s[0].start is None and s[-1].end is None
-        for s in (sorted(v, key=lambda x: x.partition_num) for v in shards.values())
-        for a, b in zip(s, s[1:], strict=False)
-    )
+    contiguous = all(_contiguous(v) for v in shards.values())
     return {
         "status": report.status,
         "rows_in": report.rows.rows_in,
@@ -203,6 +200,13 @@ def perfect_rollup(lake: Lake, spark: SparkSession, days: list[Any]) -> dict[str
         "contiguous": contiguous,
         "read_rows": lake.read("ranged").count(),
     }
+
+
+def _contiguous(shards: list[Any]) -> bool:
+    """Whether a chunk's ranges, in partition order, are open at both ends and meet."""
+    ordered = sorted(shards, key=lambda s: s.partition_num)
+    meet = all(a.end == b.start for a, b in itertools.pairwise(ordered))
+    return ordered[0].start is None and ordered[-1].end is None and meet
 
 
 def stream(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
