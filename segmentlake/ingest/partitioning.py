@@ -27,6 +27,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
@@ -44,8 +45,9 @@ from segmentlake.core.shard_spec import (
     ShardSpec,
     SingleDimensionShardSpec,
 )
-from segmentlake.errors import SpecError
+from segmentlake.errors import SegmentLakeError, SpecError
 from segmentlake.ingest.parse import CHUNK, TIME
+from segmentlake.spark.observed import observed_metrics
 
 __all__ = [
     "BUCKET",
@@ -124,11 +126,11 @@ class Partitioning:
 @dataclass(frozen=True, slots=True)
 class TaggedRows:
     """Rolled-up rows with their bucket in ``__bucket``, and the partitioning they were
-    tagged by: call ``partitioning()`` once a Spark job has written ``frame`` (the per-chunk
-    table is an observed metric of that job)."""
+    tagged by: call ``partitioning(wrote_rows=...)`` once a Spark job has written ``frame``
+    (the per-chunk table is an observed metric of that job)."""
 
     frame: DataFrame
-    partitioning: Callable[[], Partitioning]
+    partitioning: Callable[..., Partitioning]
 
 
 def tag_buckets(
@@ -155,7 +157,7 @@ def tag_buckets(
         if spec.num_shards is not None:
             fixed = Partitioning(spec, dims, {}, ChunkPartitions(spec.num_shards))
             tagged = rolled.withColumn(BUCKET, hash_bucket(dims, F.lit(spec.num_shards)))
-            return TaggedRows(tagged, lambda: fixed)
+            return TaggedRows(tagged, lambda *, wrote_rows: fixed)
         return _hashed(rolled, spec, dims, carried, rolled if counted is None else counted)
     if isinstance(spec, DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec):
         dims = spec.partition_dimensions
@@ -190,8 +192,8 @@ def _hashed(
     n = F.coalesce(F.col("__n"), F.lit(1))
     tagged = joined.withColumn(BUCKET, hash_bucket(dims, n)).drop("__c", "__n")
 
-    def partitioning() -> Partitioning:
-        rows = observation.get[_TABLE]
+    def partitioning(*, wrote_rows: bool) -> Partitioning:
+        rows = _table(observation, wrote_rows=wrote_rows)
         chunks = {int(r["__c"]): ChunkPartitions(int(r["__n"])) for r in rows}
         logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
         return Partitioning(spec, dims, chunks)
@@ -249,10 +251,9 @@ def _range(
         "__c", _START, "__hi"
     )
 
-    def partitioning() -> Partitioning:
-        found = sorted(
-            (int(r["__c"]), int(r[BUCKET]), tuple(r[_START])) for r in observation.get[_TABLE]
-        )
+    def partitioning(*, wrote_rows: bool) -> Partitioning:
+        rows = _table(observation, wrote_rows=wrote_rows)
+        found = sorted((int(r["__c"]), int(r[BUCKET]), tuple(r[_START])) for r in rows)
         chunks = {}
         for chunk, ranges in itertools.groupby(found, key=lambda r: r[0]):
             starts = [start for _, _, start in ranges]
@@ -261,6 +262,20 @@ def _range(
         return Partitioning(spec, dims, chunks)
 
     return TaggedRows(tagged, partitioning)
+
+
+def _table(observation: Observation, *, wrote_rows: bool) -> list[Any]:
+    """The per-chunk table the write job observed. Spark reports none when no row reached
+    the write (:mod:`segmentlake.spark.observed`): then it is empty, as it would have been."""
+    observed = observed_metrics(observation)
+    if observed is not None:
+        return list(observed[_TABLE])
+    if wrote_rows:
+        raise SegmentLakeError(
+            "Spark reported no partition table for a perfect-rollup write that wrote rows; "
+            "nothing was published (the segments' shard specs would be unknown)"
+        )
+    return []
 
 
 def _rows_per(counted: DataFrame, keys: Sequence[str], carried: Sequence[str]) -> DataFrame:

@@ -78,6 +78,7 @@ from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.tasks import published_report, record_task, succeeded_in, task_row
 from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
+from segmentlake.spark.observed import observed_metrics
 from segmentlake.storage.segment_keys import key_order
 from segmentlake.storage.table_files import WrittenSegment, pack_files, write_rows, written_segments
 
@@ -388,10 +389,10 @@ def _write(
     # files to new keys (metadata only, see _split), never by writing its rows again.
     limit = None if tagged is not None else _segment_row_limit(run)
     versions = write_rows(log, rows, max_records_per_file=None if limit is None else _fill(limit))
-    _count(run, parsed, observation.get)
-    partitioning = None if tagged is None else tagged.partitioning()
+    _count(run, parsed, observed_metrics(observation))
     parts = 1 if tagged is None else 2
     written = written_segments(log, versions, _key_filter(run.key_token, parts))
+    partitioning = None if tagged is None else tagged.partitioning(wrote_rows=bool(written))
     return written, versions, partitioning
 
 
@@ -536,9 +537,14 @@ def _lock_chunks(run: _RunningTask, priority: int, timeout_s: float) -> str:
     return locks[0].version
 
 
-def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any]) -> None:
+def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any] | None) -> None:
     """Fill ``run.rows`` from the write job's observed counts; fail on too many
-    unparseable rows."""
+    unparseable rows. Without them (Spark drops an observation when no row reached the
+    write: :mod:`segmentlake.spark.observed`), one aggregation over the parsed rows counts
+    them instead."""
+    if observed is None:
+        logger.info("%s: no row reached the write; counting the input rows by fate", run.task_id)
+        observed = _counted_by_reason(parsed)
     by_reason = {r: int(observed[f"reason{i}"]) for i, r in enumerate(parsed.reasons)}
     unparseable = {r: n for r, n in by_reason.items() if n and is_parse_exception(r)}
     rows_in = int(observed["rows_in"])
@@ -561,6 +567,17 @@ def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any]) 
     )
     if run.rows.unparseable > run.spec.max_parse_exceptions:
         raise BadRowsError(_bad_rows_message(run, parsed))
+
+
+def _counted_by_reason(parsed: ParsedInput) -> dict[str, int]:
+    """What the write job's observation holds (``rows_in``, ``reason<i>``), by a job of its
+    own."""
+    found = {
+        r[REASON]: int(r["n"])
+        for r in parsed.frame.groupBy(REASON).agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    counts = {f"reason{i}": found.get(reason, 0) for i, reason in enumerate(parsed.reasons)}
+    return {"rows_in": sum(found.values()), **counts}
 
 
 def _bad_rows_message(run: _RunningTask, parsed: ParsedInput) -> str:

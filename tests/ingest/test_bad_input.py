@@ -156,3 +156,42 @@ def test_failure_while_writing_publishes_nothing_and_releases_locks(
     assert [r.user for r in lake.read(ds).collect()] == ["alice"]  # the old data, still visible
     assert lake.locks(ds) == []
     assert [t.status for t in lake.tasks(ds)] == ["SUCCESS", "FAILED"]
+
+
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        {"type": "dynamic"},
+        {"type": "hashed", "targetRowsPerSegment": 10},
+        {"type": "range", "partitionDimensions": ["channel"], "targetRowsPerSegment": 10},
+    ],
+    ids=["dynamic", "hashed", "range"],
+)
+@pytest.mark.parametrize("rows", ["outside", "none"])
+def test_an_overwrite_no_row_reaches_counts_them_and_leaves_tombstones(
+    spark: SparkSession, lake: Lake, ds: str, partitions: dict[str, Any], rows: str
+) -> None:
+    # Spark drops the write job's observed counts when every row was filtered before the
+    # shuffle (adaptive execution turns the plan into an empty relation): the task must
+    # still count the rows and replace the interval, not fail inside pyspark.
+    ds = f"{ds[:40]}_{partitions['type']}_{rows}"
+    frame = edits(spark, [GOOD, GOOD])
+    if rows == "none":
+        frame = frame.limit(0)
+    report = lake.overwrite(
+        frame, ds, {**spec(), "partitionsSpec": partitions}, interval="2024-02-01/P2D"
+    )
+
+    assert (report.status, report.segments, report.tombstones) == ("SUCCESS", 0, 2)
+    expected_in = 2 if rows == "outside" else 0
+    assert (report.rows.rows_in, report.rows.outside_interval) == (expected_in, expected_in)
+    assert lake.read(ds, "2024-02-01/P2D").count() == 0
+
+
+def test_an_append_of_only_unparseable_rows_fails_with_their_count(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    with pytest.raises(BadRowsError, match=r"2 unparseable row\(s\)") as caught:
+        lake.append(edits(spark, BAD[:2]), ds, spec())  # both timestamps unparseable
+    assert caught.value.report.rows.rows_in == 2
+    assert lake.used_segments(ds) == []
