@@ -29,6 +29,11 @@ from segmentlake.compact.control import (
 )
 from segmentlake.core.compaction import COMPACTION_MODES, CompactionMode
 from segmentlake.core.compaction_config import CompactionConfig
+from segmentlake.core.compaction_jobs import (
+    DEFAULT_BATCH_JOBS,
+    DEFAULT_BATCH_ROWS,
+    DEFAULT_BATCH_SEGMENTS,
+)
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
@@ -623,9 +628,9 @@ class Lake:
         *,
         datasources: Sequence[str] | None = None,
         queue_size: int = DEFAULT_QUEUE_SIZE,
-        batch_jobs: int | None = None,
-        batch_segments: int | None = None,
-        batch_rows: int | None = None,
+        batch_jobs: int = DEFAULT_BATCH_JOBS,
+        batch_segments: int = DEFAULT_BATCH_SEGMENTS,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> CompactionManager:
         """A compaction manager of this warehouse (every datasource unless ``datasources``);
         ``manager.run(compactors=2)`` runs it, ``manager.run(once=True)`` runs one pass and
@@ -634,23 +639,23 @@ class Lake:
         Args:
             datasources: The datasources it manages (default: every one).
             queue_size: The most jobs it keeps queued ahead of its compactors.
-            batch_jobs: The most minor jobs a compactor runs as one compaction (default 64;
-                1 runs them one by one).
-            batch_segments: The most input segments of one batch (default 512).
-            batch_rows: The most input rows of one batch (default 5,000,000): bounds how
-                long a batch holds its chunks' locks.
+            batch_jobs: The most minor jobs a compactor runs as one compaction (1 runs
+                them one by one).
+            batch_segments: The most input segments of one batch.
+            batch_rows: The most input rows of one batch: bounds how long a batch holds its
+                chunks' locks.
         """
         if datasources is not None:
             datasources = [check_datasource_name(d) for d in datasources]
-        from segmentlake.compact import manager as m
+        from segmentlake.compact.manager import CompactionManager
 
-        return m.CompactionManager(
+        return CompactionManager(
             self._target(),
             datasources=datasources,
             queue_size=queue_size,
-            batch_jobs=m.DEFAULT_BATCH_JOBS if batch_jobs is None else batch_jobs,
-            batch_segments=m.DEFAULT_BATCH_SEGMENTS if batch_segments is None else batch_segments,
-            batch_rows=m.DEFAULT_BATCH_ROWS if batch_rows is None else batch_rows,
+            batch_jobs=batch_jobs,
+            batch_segments=batch_segments,
+            batch_rows=batch_rows,
         )
 
     def start_user_compaction(
