@@ -184,8 +184,7 @@ def _hashed(
     per_chunk = _rows_per(counted, [CHUNK], carried)
     buckets = F.greatest(F.lit(1), F.ceil(F.col(_ROWS) / spec.target_rows_per_segment))
     table = per_chunk.select(F.col(CHUNK).alias("__c"), buckets.cast("int").alias("__n"))
-    observation = Observation(f"segmentlake-buckets-{uuid.uuid4().hex}")
-    observed = table.observe(observation, F.collect_list(F.struct("__c", "__n")).alias(_TABLE))
+    observed, read = _observed_table(table, ["__c", "__n"])
     joined = rolled.join(F.broadcast(observed), F.col(CHUNK) == F.col("__c"), "left")
     # Every chunk of ``rolled`` is in the table (it is counted from the same rows); the
     # default only keeps a row that somehow is not in a bucket the table describes.
@@ -193,7 +192,7 @@ def _hashed(
     tagged = joined.withColumn(BUCKET, hash_bucket(dims, n)).drop("__c", "__n")
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:
-        rows = _table(observation, wrote_rows=wrote_rows)
+        rows = read(wrote_rows=wrote_rows)
         chunks = {int(r["__c"]): ChunkPartitions(int(r["__n"])) for r in rows}
         logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
         return Partitioning(spec, dims, chunks)
@@ -239,10 +238,7 @@ def _range(
         F.col(_START),
         F.lead(_START).over(in_chunk).alias("__hi"),
     )
-    observation = Observation(f"segmentlake-ranges-{uuid.uuid4().hex}")
-    observed = bounds.observe(
-        observation, F.collect_list(F.struct("__c", BUCKET, _START)).alias(_TABLE)
-    )
+    observed, read = _observed_table(bounds, ["__c", BUCKET, _START])
     value = _tuple(dims)
     low = F.when(F.col(BUCKET) > 0, F.col(_START))
     within = (low.isNull() | (value >= low)) & (F.col("__hi").isNull() | (value < F.col("__hi")))
@@ -252,7 +248,7 @@ def _range(
     )
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:
-        rows = _table(observation, wrote_rows=wrote_rows)
+        rows = read(wrote_rows=wrote_rows)
         found = sorted((int(r["__c"]), int(r[BUCKET]), tuple(r[_START])) for r in rows)
         chunks = {}
         for chunk, ranges in itertools.groupby(found, key=lambda r: r[0]):
@@ -264,18 +260,28 @@ def _range(
     return TaggedRows(tagged, partitioning)
 
 
-def _table(observation: Observation, *, wrote_rows: bool) -> list[Any]:
-    """The per-chunk table the write job observed. Spark reports none when no row reached
-    the write (:mod:`segmentlake.spark.observed`): then it is empty, as it would have been."""
-    observed = observed_metrics(observation)
-    if observed is not None:
-        return list(observed[_TABLE])
-    if wrote_rows:
-        raise SegmentLakeError(
-            "Spark reported no partition table for a perfect-rollup write that wrote rows; "
-            "nothing was published (the segments' shard specs would be unknown)"
-        )
-    return []
+def _observed_table(
+    table: DataFrame, columns: Sequence[str]
+) -> tuple[DataFrame, Callable[..., list[Any]]]:
+    """``table`` observed whole (its ``columns``, row by row), and the reader of what the job
+    that ran it observed: ``read(wrote_rows=...)``. Spark reports nothing when no row reached
+    the write (:mod:`segmentlake.spark.observed`); the table is then empty, as it would have
+    been, unless rows were written: then shard specs would be guesses, and it raises."""
+    observation = Observation(f"segmentlake-partitions-{uuid.uuid4().hex}")
+    observed = table.observe(observation, F.collect_list(F.struct(*columns)).alias(_TABLE))
+
+    def read(*, wrote_rows: bool) -> list[Any]:
+        metrics = observed_metrics(observation)
+        if metrics is not None:
+            return list(metrics[_TABLE])
+        if wrote_rows:
+            raise SegmentLakeError(
+                "Spark reported no partition table for a perfect-rollup write that wrote "
+                "rows; nothing was published (the segments' shard specs would be unknown)"
+            )
+        return []
+
+    return observed, read
 
 
 def _rows_per(counted: DataFrame, keys: Sequence[str], carried: Sequence[str]) -> DataFrame:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, get_args
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.granularity import Granularity
@@ -363,14 +363,7 @@ def _write(
     partitioning the job determined. Too many unparseable rows fail the task here: what was
     written is never published."""
     observation = Observation(f"segmentlake-{run.task_id}")
-    counted = parsed.frame.observe(
-        observation,
-        F.count(F.lit(1)).alias("rows_in"),
-        *[
-            F.count_if(F.col(REASON) == F.lit(reason)).alias(f"reason{i}")
-            for i, reason in enumerate(parsed.reasons)
-        ],
-    )
+    counted = parsed.frame.observe(observation, *_fate_counts(parsed))
     tagged = None
     if run.spec.partitions_spec.perfect_rollup:
         tagged = perfect_rollup_rows(
@@ -569,15 +562,19 @@ def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any] |
         raise BadRowsError(_bad_rows_message(run, parsed))
 
 
-def _counted_by_reason(parsed: ParsedInput) -> dict[str, int]:
-    """What the write job's observation holds (``rows_in``, ``reason<i>``), by a job of its
-    own."""
-    found = {
-        r[REASON]: int(r["n"])
-        for r in parsed.frame.groupBy(REASON).agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    counts = {f"reason{i}": found.get(reason, 0) for i, reason in enumerate(parsed.reasons)}
-    return {"rows_in": sum(found.values()), **counts}
+def _fate_counts(parsed: ParsedInput) -> list[Column]:
+    """The input rows (``rows_in``) and those of each rejection reason (``reason<i>``):
+    observed by the write job, or aggregated on their own when it reports nothing."""
+    reasons = [
+        F.count_if(F.col(REASON) == F.lit(reason)).alias(f"reason{i}")
+        for i, reason in enumerate(parsed.reasons)
+    ]
+    return [F.count(F.lit(1)).alias("rows_in"), *reasons]
+
+
+def _counted_by_reason(parsed: ParsedInput) -> dict[str, Any]:
+    """What the write job's observation holds, by a job of its own."""
+    return parsed.frame.agg(*_fate_counts(parsed)).first().asDict()  # type: ignore[union-attr]
 
 
 def _bad_rows_message(run: _RunningTask, parsed: ParsedInput) -> str:
