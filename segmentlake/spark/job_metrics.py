@@ -7,8 +7,9 @@ Job tags add to the caller's tags and leave its job group and description alone,
 nest (an outer block counts its inner blocks' jobs too). Jobs of other threads are not
 counted. Where there is no JVM (Spark Connect) or anything fails, the block runs as usual and
 its ``metrics`` stay ``None``. The store keeps the last ``spark.ui.retainedJobs`` and
-``spark.ui.retainedStages`` (1000 each by default) whether or not the UI is enabled; a block
-that runs more than that undercounts.
+``spark.ui.retainedStages`` (1000 each by default) whether or not the UI is enabled, and drops
+skipped stages before any other; a block whose stages that ran were dropped is not measured
+(``None``), one that only lost skipped stages is.
 """
 
 from __future__ import annotations
@@ -161,13 +162,28 @@ class _Probe:
                     _WAIT_S,
                 )
                 return None
-            jobs, stage_ids = found
-            return sum((self._stage(store, s) for s in sorted(stage_ids)), JobMetrics(jobs=jobs))
+            jobs, stage_ids, skipped = found
+            stages = [self._stage(store, s) for s in sorted(stage_ids)]
+            ran = [s for s in stages if s is not None]
+            # The store evicts skipped stages first (they have no completion time), as soon as
+            # it holds more than spark.ui.retainedStages: a missing stage the jobs report as
+            # skipped counted nothing anyway. More missing than that means work was dropped.
+            missing = len(stages) - len(ran)
+            if missing > skipped:
+                logger.info(
+                    "%s: no Spark job metrics (the status store dropped %d of the block's %d "
+                    "stages; spark.ui.retainedStages bounds it)",
+                    self.label,
+                    missing,
+                    len(stages),
+                )
+                return None
+            return sum(ran, JobMetrics(jobs=jobs))
         except Exception as err:
             logger.info("%s: no Spark job metrics (%s)", self.label, first_line(err))
             return None
 
-    def _wait(self, store: Any, tracker: Any) -> tuple[int, set[int]] | None:
+    def _wait(self, store: Any, tracker: Any) -> tuple[int, set[int], int] | None:
         deadline = time.monotonic() + _WAIT_S
         while True:
             found = self._finished_jobs(store, tracker)
@@ -175,9 +191,10 @@ class _Probe:
                 return found
             time.sleep(_POLL_S)
 
-    def _finished_jobs(self, store: Any, tracker: Any) -> tuple[int, set[int]] | None:
-        """The number of the block's jobs and their stage ids, or ``None`` while the store
-        lacks a job started before the block ended or has one of the block's unfinished."""
+    def _finished_jobs(self, store: Any, tracker: Any) -> tuple[int, set[int], int] | None:
+        """The number of the block's jobs, their stage ids and how many stages they skipped
+        (a stage two jobs skip counts twice), or ``None`` while the store lacks a job started
+        before the block ended or has one of the block's unfinished."""
         while self.unseen < self.end:  # a job seen stays seen: check each one once
             if tracker.getJobInfo(self.unseen).isEmpty():
                 return None
@@ -186,18 +203,30 @@ class _Probe:
         # A thread started in the block may run tagged jobs after it: not the block's.
         ids = [i for i in tagged if i < self.end]
         stage_ids: set[int] = set()
+        skipped = 0
         for job_id in ids:
             job = store.job(job_id)
             if job.status().toString() in _UNFINISHED:
                 return None
             # A stage shared by two jobs of the block is listed by both: count it once.
             stage_ids.update(_ints(job.stageIds().mkString(",")))
-        return len(ids), stage_ids
+            skipped += job.numSkippedStages()
+        return len(ids), stage_ids, skipped
 
-    def _stage(self, store: Any, stage_id: int) -> JobMetrics:
+    def _stage(self, store: Any, stage_id: int) -> JobMetrics | None:
         """A stage's work over all its attempts (a retry reruns only the lost partitions);
-        zero if it was skipped, i.e. it reused the shuffle files of an earlier stage."""
-        last = store.lastStageAttempt(stage_id)
+        zero if it was skipped, i.e. it reused the shuffle files of an earlier stage; ``None``
+        if the store no longer has it."""
+        try:
+            last = store.lastStageAttempt(stage_id)
+        except Exception as err:  # py4j wraps the store's NoSuchElementException
+            logger.debug(
+                "%s: stage %d is not in the status store (%s)",
+                self.label,
+                stage_id,
+                first_line(err),
+            )
+            return None
         if last.status().toString() == _SKIPPED:
             return JobMetrics()
         # Scala default arguments are not visible to py4j: details off, no task filter, no

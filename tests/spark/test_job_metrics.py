@@ -3,7 +3,11 @@ Spark's status store with the UI disabled, without touching the caller's job gro
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import cast
@@ -15,6 +19,7 @@ from pyspark.sql import SparkSession
 from segmentlake.spark.job_metrics import JobMetrics, MeasuredJobs, measure_jobs
 
 ROWS = 1000
+SMALL_STORE_WORKER = Path(__file__).with_name("small_status_store_worker.py")
 
 
 def metrics_of(measured: MeasuredJobs) -> JobMetrics:
@@ -133,6 +138,36 @@ def test_a_failing_block_raises_its_own_error_and_is_measured(spark: SparkSessio
 
     assert metrics_of(measured).jobs >= 1
     assert set(spark.sparkContext.getJobTags()) == set()
+
+
+@pytest.mark.spark
+def test_a_block_is_measured_after_the_store_evicts_its_skipped_stages() -> None:
+    # Past spark.ui.retainedStages the store drops skipped stages first (no completion time),
+    # right after the block's jobs end: a long-lived session (this suite's, a notebook's) gets
+    # there. The store's size is fixed at start, hence a Spark of its own with a tiny one: its
+    # first block fits whole, the later ones each lose their skipped stage.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, str(SMALL_STORE_WORKER), "12", "12"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=True,
+    ).stdout
+    measured = [json.loads(line) for line in out.splitlines() if line.startswith(("{", "null"))]
+
+    assert len(measured) == 12
+    assert None not in measured
+    first, *later = map(JobMetrics.from_json, measured)
+    assert first.jobs >= 2  # the second collect is a job of its own, skipping the map stage
+    for metrics in later:
+        assert (metrics.jobs, metrics.stages, metrics.tasks) == (
+            first.jobs,
+            first.stages,
+            first.tasks,
+        )
+        assert metrics.shuffle_write_bytes == first.shuffle_write_bytes
 
 
 class _ConnectLike:
