@@ -31,6 +31,7 @@ __all__ = [
     "ParsedInput",
     "cast_dimensions",
     "discovered_dimensions",
+    "fate_counts",
     "floor_millis",
     "is_parse_exception",
     "metric_input",
@@ -54,6 +55,22 @@ def is_parse_exception(reason: str | None) -> bool:
     """Whether a rejection counts against ``max_parse_exceptions`` (unparseable rows do;
     filtered rows and rows outside the interval are thrown away on purpose)."""
     return reason is not None and reason not in (FILTERED, OUTSIDE_INTERVAL)
+
+
+def fate_counts(reasons: Sequence[str], *, weight: Column | None = None) -> list[Column]:
+    """Aggregates of the input rows (``rows_in``) and of those rejected for each of
+    ``reasons`` (``reason<i>``) over parsed rows, each counting 1 — or ``weight``, over rows
+    that each stand for that many input rows (rolled-up rows with their input row count)."""
+    if weight is None:
+        total = F.count(F.lit(1))
+        by_reason = [F.count_if(F.col(REASON) == F.lit(r)) for r in reasons]
+    else:
+        total = F.coalesce(F.sum(weight), F.lit(0))
+        by_reason = [
+            F.coalesce(F.sum(F.when(F.col(REASON) == F.lit(r), weight)), F.lit(0)) for r in reasons
+        ]
+    named = [c.alias(f"reason{i}") for i, c in enumerate(by_reason)]
+    return [total.alias("rows_in"), *named]
 
 
 def metric_input(metric: MetricSpec) -> str:

@@ -143,8 +143,9 @@ def tag_buckets(
 ) -> TaggedRows:
     """Tag ``rolled`` (with ``__chunk_ms`` and the dimensions) with each row's bucket,
     determining the buckets from ``counted`` (default: ``rolled`` itself), whose rows per
-    chunk each rolled-up row stands for; checks the partition dimensions first and raises
-    :class:`SpecError` naming what is wrong.
+    chunk each rolled-up row stands for (rows of a null chunk, rejected ones, are counted but
+    describe no chunk); checks the partition dimensions first and raises :class:`SpecError`
+    naming what is wrong.
 
     ``carried`` names the aggregated columns the write keeps besides the grouping keys: the
     count references them too, so its plan of ``rolled`` is the write's, and Spark runs the
@@ -193,7 +194,7 @@ def _hashed(
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:
         rows = read(wrote_rows=wrote_rows)
-        chunks = {int(r["__c"]): ChunkPartitions(int(r["__n"])) for r in rows}
+        chunks = {int(r["__c"]): ChunkPartitions(int(r["__n"])) for r in rows if _in_chunk(r)}
         logger.info("hashed: %d chunk(s), %d bucket(s)", len(chunks), _total(chunks))
         return Partitioning(spec, dims, chunks)
 
@@ -249,7 +250,9 @@ def _range(
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:
         rows = read(wrote_rows=wrote_rows)
-        found = sorted((int(r["__c"]), int(r[BUCKET]), tuple(r[_START])) for r in rows)
+        found = sorted(
+            (int(r["__c"]), int(r[BUCKET]), tuple(r[_START])) for r in rows if _in_chunk(r)
+        )
         chunks = {}
         for chunk, ranges in itertools.groupby(found, key=lambda r: r[0]):
             starts = [start for _, _, start in ranges]
@@ -282,6 +285,12 @@ def _observed_table(
         return []
 
     return observed, read
+
+
+def _in_chunk(row: Any) -> bool:
+    """Whether a row of a partition table describes a chunk: rejected rows counted with the
+    kept ones have none (see :func:`tag_buckets`)."""
+    return row["__c"] is not None
 
 
 def _rows_per(counted: DataFrame, keys: Sequence[str], carried: Sequence[str]) -> DataFrame:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, get_args
 
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.granularity import Granularity
@@ -58,6 +58,7 @@ from segmentlake.ingest.parse import (
     OUTSIDE_INTERVAL,
     REASON,
     ParsedInput,
+    fate_counts,
     is_parse_exception,
     parse_input,
 )
@@ -363,18 +364,14 @@ def _write(
     partitioning the job determined. Too many unparseable rows fail the task here: what was
     written is never published."""
     observation = Observation(f"segmentlake-{run.task_id}")
-    counted = parsed.frame.observe(observation, *_fate_counts(parsed))
     tagged = None
     if run.spec.partitions_spec.perfect_rollup:
         tagged = perfect_rollup_rows(
-            counted,
-            run.spec,
-            parsed.dimensions,
-            key_token=run.key_token,
-            unobserved=parsed.frame,
+            parsed, run.spec, key_token=run.key_token, observation=observation
         )
         rows = tagged.frame
     else:
+        counted = parsed.frame.observe(observation, *fate_counts(parsed.reasons))
         rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
     logger.info("%s: writing to %s", run.task_id, path)
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
@@ -562,19 +559,9 @@ def _count(run: _RunningTask, parsed: ParsedInput, observed: Mapping[str, Any] |
         raise BadRowsError(_bad_rows_message(run, parsed))
 
 
-def _fate_counts(parsed: ParsedInput) -> list[Column]:
-    """The input rows (``rows_in``) and those of each rejection reason (``reason<i>``):
-    observed by the write job, or aggregated on their own when it reports nothing."""
-    reasons = [
-        F.count_if(F.col(REASON) == F.lit(reason)).alias(f"reason{i}")
-        for i, reason in enumerate(parsed.reasons)
-    ]
-    return [F.count(F.lit(1)).alias("rows_in"), *reasons]
-
-
 def _counted_by_reason(parsed: ParsedInput) -> dict[str, Any]:
     """What the write job's observation holds, by a job of its own."""
-    return parsed.frame.agg(*_fate_counts(parsed)).first().asDict()  # type: ignore[union-attr]
+    return parsed.frame.agg(*fate_counts(parsed.reasons)).first().asDict()  # type: ignore[union-attr]
 
 
 def _bad_rows_message(run: _RunningTask, parsed: ParsedInput) -> str:

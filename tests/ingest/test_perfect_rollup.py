@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake import (
@@ -303,6 +303,61 @@ def test_range_on_a_number_fails_clearly(spark: SparkSession, lake: Lake, ds: st
     assert lake.used_segments(ds) == []
 
 
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        {"type": "hashed", "numShards": 2},
+        {"type": "hashed", "targetRowsPerSegment": 100},
+        {"type": "range", "partitionDimensions": ["channel", "user"], "targetRowsPerSegment": 100},
+    ],
+    ids=["num_shards", "hashed", "range"],
+)
+def test_rejected_rows_are_counted_by_fate_and_change_no_partition(
+    spark: SparkSession, lake: Lake, ds: str, partitions: dict[str, Any]
+) -> None:
+    # The rejected rows are rolled up with the kept ones (into a group per reason) to be
+    # counted from the rolled-up rows: they must count exactly, shape no bucket or range, and
+    # their values must not be aggregated (50 x 2^62 would overflow a long sum).
+    kept = _rows(900, seed=13)
+    huge = 2**62
+    rejected = [
+        *[("garbage", "#a", "u1", 1)] * 40,
+        *[(None, "#b", "u2", 1)] * 30,
+        *[("2024-04-01T00:00:00Z", "#c", f"u{i}", huge) for i in range(50)],
+    ]
+    spec = {
+        **_spec(partitions),
+        "transformSpec": {"filter": "channel <> '#j'"},
+        "tuningConfig": {"maxParseExceptions": 70},
+    }
+    rows = kept + rejected
+    random.Random(5).shuffle(rows)
+
+    report = lake.overwrite(_input(spark, rows), ds, spec, interval=INTERVAL)
+    alone = f"{ds[:40]}_alone"
+    kept_only = [r for r in kept if r[1] != "#j"]
+    lake.overwrite(_input(spark, kept_only), alone, spec, interval=INTERVAL)
+
+    assert report.rows.rows_in == len(rows)
+    assert report.rows.processed == len(kept_only)
+    assert report.rows.filtered == len(kept) - len(kept_only)
+    assert report.rows.outside_interval == 50
+    assert report.rows.unparseable_by_reason == {
+        "unparseable timestamp (iso)": 40,
+        "null timestamp": 30,
+    }
+    _assert_rolled_up_exactly(lake, ds, kept_only)
+
+    def shapes(datasource: str) -> list[tuple[Any, ...]]:
+        return sorted(
+            (str(s.interval), s.shard_spec.partition_num, repr(s.shard_spec))
+            for s in lake.used_segments(datasource)
+        )
+
+    assert shapes(ds) == shapes(alone)
+    assert len(shapes(ds)) > 3 or partitions.get("numShards") == 2
+
+
 def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
     from segmentlake.core.ingest_spec import IngestionSpec
     from segmentlake.ingest.parse import parse_input
@@ -310,7 +365,8 @@ def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
 
     spec = IngestionSpec.from_dict(_spec({"type": "hashed", "numShards": 2}))
     parsed = parse_input(_input(spark, _rows(50, seed=10)), spec, interval=INTERVAL)
-    rows = perfect_rollup_rows(parsed.frame, spec, parsed.dimensions, key_token="t").frame
+    observation = Observation("test-combined")
+    rows = perfect_rollup_rows(parsed, spec, key_token="t", observation=observation).frame
 
     plan = rows._jdf.queryExecution().executedPlan().toString()
     # Map side: partial aggregates below the first exchange; then one more exchange of the
