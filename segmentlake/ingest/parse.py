@@ -61,14 +61,9 @@ def fate_counts(reasons: Sequence[str], *, weight: Column | None = None) -> list
     """Aggregates of the input rows (``rows_in``) and of those rejected for each of
     ``reasons`` (``reason<i>``) over parsed rows, each counting 1 — or ``weight``, over rows
     that each stand for that many input rows (rolled-up rows with their input row count)."""
-    if weight is None:
-        total = F.count(F.lit(1))
-        by_reason = [F.count_if(F.col(REASON) == F.lit(r)) for r in reasons]
-    else:
-        total = F.coalesce(F.sum(weight), F.lit(0))
-        by_reason = [
-            F.coalesce(F.sum(F.when(F.col(REASON) == F.lit(r), weight)), F.lit(0)) for r in reasons
-        ]
+    n = F.lit(1) if weight is None else weight
+    total = F.coalesce(F.sum(n), F.lit(0))
+    by_reason = [F.coalesce(F.sum(F.when(F.col(REASON) == F.lit(r), n)), F.lit(0)) for r in reasons]
     named = [c.alias(f"reason{i}") for i, c in enumerate(by_reason)]
     return [total.alias("rows_in"), *named]
 

@@ -73,8 +73,8 @@ def perfect_rollup_rows(
         )
     else:
         everything = _rolled_up_with_rejected(parsed, spec)
-        rows = F.col(_INPUT_ROWS)
-        kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=rows))
+        weight = F.col(_INPUT_ROWS)
+        kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=weight))
         # After the observation, which Spark does not push filters through: pushed below the
         # rollup, this one would change the plan that the bucket count shares (see tag_buckets).
         kept = kept.where(F.col(REASON).isNull())
@@ -88,12 +88,12 @@ def perfect_rollup_rows(
     key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
     key = F.concat(key, F.lit(f".{key_token}"))
     time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
-    rows_out = (
+    rows = (
         tagged.frame.withColumn(SEGMENT_KEY_COLUMN, key)
         .repartition(SEGMENT_KEY_COLUMN)
         .select(time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY_COLUMN))
     )
-    return TaggedRows(rows_out, tagged.partitioning)
+    return TaggedRows(rows, tagged.partitioning)
 
 
 def _rolled_up_with_rejected(parsed: ParsedInput, spec: IngestionSpec) -> DataFrame:
