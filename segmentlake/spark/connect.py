@@ -129,7 +129,7 @@ def start_connect_server(
     from segmentlake.spark.session import _local_conf
 
     port = port or _free_port()
-    conf = _local_conf(extra_conf or {}, quiet_progress=True)
+    conf = _local_conf(extra_conf or {}, quiet_progress=True, master=master)
     conf.setdefault("spark.pyspark.python", sys.executable)
     conf[_PORT_CONF] = str(port)
     conf.setdefault(_ADDRESS_CONF, "localhost")

@@ -15,11 +15,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark.jars import delta_jars
+from segmentlake.spark.local_fs import LOCAL_FS_CLASS, local_fs_conf, local_fs_jar
 from segmentlake.spark.logstore import LOGSTORE_CLASS, LOGSTORE_CONF, logstore_jar
 
 __all__ = [
@@ -73,12 +75,16 @@ def spark_session(
         # Spark Connect: the server owns the conf (it must have Delta's jars and extension).
         logger.debug("connecting to Spark Connect at %s", remote)
         return SparkSession.builder.remote(remote).getOrCreate()
-    conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress)
+    master = master or os.environ.get(MASTER_ENV) or "local[*]"
+    conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress, master=master)
+    if SparkContext._jvm is not None and not _jvm_has(LOCAL_FS_CLASS):
+        # A JVM this process started earlier (with another conf) keeps its classpath.
+        conf.pop("spark.hadoop.fs.file.impl", None)
     # Python workers must import what the driver imports: run them with this very interpreter,
     # not whatever "python3" is first on PATH. A local SparkContext takes the worker's Python
     # from the environment only (the spark.pyspark.python conf is read by spark-submit).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[*]")
+    builder = SparkSession.builder.master(master)
     builder = builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -86,8 +92,10 @@ def spark_session(
 
 
 def prepare() -> list[Path]:
-    """Resolve Delta's jars and build the LogStore jar now; return every jar a session uses."""
+    """Resolve Delta's jars and build segmentlake's own (the LogStore, the local file system)
+    now; return the jars a session loads (the local file system's goes on the classpath)."""
     jars = delta_jars()
+    local_fs_jar()
     return [*jars, logstore_jar(jars)]
 
 
@@ -105,7 +113,9 @@ def read_spark_defaults(path: Path = CONF_DIR / "spark-defaults.conf") -> dict[s
     return conf
 
 
-def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[str, str]:
+def _local_conf(
+    extra_conf: Mapping[str, str], *, quiet_progress: bool, master: str
+) -> dict[str, str]:
     """segmentlake's conf for a Spark it starts itself (a local session or a Connect server)."""
     conf = read_spark_defaults()
     conf[_JARS] = ",".join(str(jar) for jar in prepare())
@@ -125,5 +135,16 @@ def _local_conf(extra_conf: Mapping[str, str], *, quiet_progress: bool) -> dict[
             conf[key] = f"{conf[key]} {value}"
         else:
             conf[key] = value
+    conf.update(local_fs_conf(master, conf))
     logger.debug("starting a local Spark session with %s", conf)
     return {key: value.strip() for key, value in conf.items()}
+
+
+def _jvm_has(class_name: str) -> bool:
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    try:
+        jvm.java.lang.Class.forName(class_name)
+    except Exception:  # py4j raises its own error for a missing class
+        return False
+    return True

@@ -1,0 +1,49 @@
+"""A local file system for Spark that does not fork a process per file it writes.
+
+pip's pyspark ships without Hadoop's native library, so Hadoop's local file system sets each
+new file's permission by running ``chmod`` in a child process — for every data file and every
+checksum Spark writes. Measured on this project's 2-core machine: a Delta write of 30, 90, 270
+and 810 small partition files took 3.1, 5.4, 12.6 and 31.6 s; with
+``NioLocalFileSystem`` (Java source shipped in this package; the same bits set with
+``java.nio``) the 810-file write took 7 to 13 s. A segment is a file, so this cost grows with the
+segments a job writes. The class must be on the JVM's own classpath (Hadoop loads file systems
+by name when the JVM first touches ``file:``), so it is given as the driver's extra classpath,
+which only a local master uses for its executors too: clusters keep Hadoop's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from segmentlake.spark._java_build import compiled_jar
+from segmentlake.spark.jars import spark_jars_dir
+
+__all__ = ["LOCAL_FS_CLASS", "local_fs_conf", "local_fs_jar"]
+
+logger = logging.getLogger(__name__)
+
+LOCAL_FS_CLASS = "io.segmentlake.storage.NioLocalFileSystem"
+_SOURCE_NAME = "NioLocalFileSystem.java"
+_CLASSPATH = "spark.driver.extraClassPath"
+
+
+def local_fs_jar() -> Path:
+    """Return the compiled local file system jar, compiling it if needed."""
+    hadoop = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
+    return compiled_jar("localfs", _SOURCE_NAME, hadoop[-1:])
+
+
+def local_fs_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
+    """The conf that gives a Spark with ``master`` the in-process local file system: only a
+    local master (its executors are the driver's JVM) and only where the caller set no
+    ``file:`` file system of its own."""
+    if not master.startswith("local") or "spark.hadoop.fs.file.impl" in conf:
+        return {}
+    jar = str(local_fs_jar())
+    classpath = conf.get(_CLASSPATH)
+    return {
+        _CLASSPATH: f"{classpath}{os.pathsep}{jar}" if classpath else jar,
+        "spark.hadoop.fs.file.impl": LOCAL_FS_CLASS,
+    }
