@@ -39,7 +39,9 @@ def local_fs_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     """The conf that gives a Spark with ``master`` the in-process local file system: only a
     local master (its executors are the driver's JVM) and only where the caller set no
     ``file:`` file system of its own."""
-    if not master.startswith("local") or "spark.hadoop.fs.file.impl" in conf:
+    # local-cluster[...] runs executors in JVMs of their own, without the driver's classpath.
+    in_driver = master == "local" or master.startswith("local[")
+    if not in_driver or "spark.hadoop.fs.file.impl" in conf:
         return {}
     jar = str(local_fs_jar())
     classpath = conf.get(_CLASSPATH)

@@ -67,6 +67,7 @@ def test_only_a_local_master_without_its_own_file_system_gets_it() -> None:
     assert local_fs_conf("local[2]", {})["spark.hadoop.fs.file.impl"] == LOCAL_FS_CLASS
     assert local_fs_conf("spark://host:7077", {}) == {}
     assert local_fs_conf("yarn", {}) == {}
+    assert local_fs_conf("local-cluster[2,1,1024]", {}) == {}  # executors in their own JVMs
     own = {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}
     assert local_fs_conf("local[*]", own) == {}
     kept = local_fs_conf("local", {"spark.driver.extraClassPath": "/opt/a.jar"})
