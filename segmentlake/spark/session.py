@@ -44,6 +44,7 @@ _CONF_LINE = re.compile(r"^(?P<key>[^\s=:]+)\s*[=:\s]\s*(?P<value>.*)$")
 # Options that hold lists: a caller's value is added to ours instead of replacing it.
 _JARS = "spark.jars"
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+_FILE_SYSTEM = "spark.hadoop.fs.file.impl"
 
 
 def spark_session(
@@ -77,9 +78,9 @@ def spark_session(
         return SparkSession.builder.remote(remote).getOrCreate()
     master = master or os.environ.get(MASTER_ENV) or "local[*]"
     conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress, master=master)
-    if SparkContext._jvm is not None and not _jvm_has(LOCAL_FS_CLASS):
+    if conf.get(_FILE_SYSTEM) == LOCAL_FS_CLASS and not _jvm_can_load(LOCAL_FS_CLASS):
         # A JVM this process started earlier (with another conf) keeps its classpath.
-        conf.pop("spark.hadoop.fs.file.impl", None)
+        del conf[_FILE_SYSTEM]
     # Python workers must import what the driver imports: run them with this very interpreter,
     # not whatever "python3" is first on PATH. A local SparkContext takes the worker's Python
     # from the environment only (the spark.pyspark.python conf is read by spark-submit).
@@ -140,9 +141,12 @@ def _local_conf(
     return {key: value.strip() for key, value in conf.items()}
 
 
-def _jvm_has(class_name: str) -> bool:
+def _jvm_can_load(class_name: str) -> bool:
+    """Whether the JVM pyspark runs in can load ``class_name``: a JVM not started yet can
+    (it starts with the conf's classpath)."""
     jvm = SparkContext._jvm
-    assert jvm is not None
+    if jvm is None:
+        return True
     try:
         jvm.java.lang.Class.forName(class_name)
     except Exception:  # py4j raises its own error for a missing class

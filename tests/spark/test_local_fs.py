@@ -72,3 +72,12 @@ def test_only_a_local_master_without_its_own_file_system_gets_it() -> None:
     assert local_fs_conf("local[*]", own) == {}
     kept = local_fs_conf("local", {"spark.driver.extraClassPath": "/opt/a.jar"})
     assert kept["spark.driver.extraClassPath"].startswith(f"/opt/a.jar{os.pathsep}")
+
+
+def test_a_running_jvm_is_asked_whether_it_can_load_the_class(spark: SparkSession) -> None:
+    from segmentlake.spark.session import _jvm_can_load
+
+    # The session's JVM started with the jar on its classpath; one that did not would not
+    # find the class, and a new session in it keeps Hadoop's file system.
+    assert _jvm_can_load(LOCAL_FS_CLASS)
+    assert not _jvm_can_load("io.segmentlake.storage.NoSuchFileSystem")
