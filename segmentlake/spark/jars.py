@@ -26,7 +26,7 @@ from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark._cache import cache_root, file_lock
 from segmentlake.spark._jdk import jdk_tool
 
-__all__ = ["DeltaCoordinate", "delta_coordinate", "delta_jars", "spark_jars_dir"]
+__all__ = ["DeltaCoordinate", "delta_coordinate", "delta_jars", "hadoop_api_jar", "spark_jars_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,18 @@ def spark_jars_dir() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"
+
+
+def hadoop_api_jar() -> Path:
+    """Spark's own ``hadoop-client-api`` jar, which segmentlake's Java sources compile against;
+    raises :class:`EnvironmentSetupError` naming the directory searched when it is missing."""
+    found = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise EnvironmentSetupError(
+            f"no hadoop-client-api jar in {spark_jars_dir()}: segmentlake's Java sources compile "
+            "against Spark's own Hadoop (reinstall pyspark, or point $SPARK_HOME at a full Spark)"
+        )
+    return found[-1]
 
 
 def delta_jars() -> list[Path]:

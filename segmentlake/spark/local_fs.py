@@ -2,37 +2,33 @@
 
 pip's pyspark ships without Hadoop's native library, so Hadoop's local file system sets each
 new file's permission by running ``chmod`` in a child process — for every data file and every
-checksum Spark writes. Measured on this project's 2-core machine: a Delta write of 30, 90, 270
-and 810 small partition files took 3.1, 5.4, 12.6 and 31.6 s; with
-``NioLocalFileSystem`` (Java source shipped in this package; the same bits set with
-``java.nio``) the 810-file write took 7 to 13 s. A segment is a file, so this cost grows with the
-segments a job writes. The class must be on the JVM's own classpath (Hadoop loads file systems
+checksum Spark writes. ``NioLocalFileSystem`` (Java source shipped in this package) sets the
+same bits with ``java.nio``: a Delta write of 810 small files took 17.3 s against 24.2 s
+(``bench/local_fs.py``, 2 cores). A segment is a file, so this cost grows with the segments a
+job writes. The class must be on the JVM's own classpath (Hadoop loads file systems
 by name when the JVM first touches ``file:``), so it is given as the driver's extra classpath,
 which only a local master uses for its executors too: clusters keep Hadoop's own.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 from segmentlake.spark._java_build import compiled_jar
-from segmentlake.spark.jars import spark_jars_dir
+from segmentlake.spark.jars import hadoop_api_jar
 
-__all__ = ["LOCAL_FS_CLASS", "local_fs_conf", "local_fs_jar"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["FILE_SYSTEM_CONF", "LOCAL_FS_CLASS", "local_fs_conf", "local_fs_jar"]
 
 LOCAL_FS_CLASS = "io.segmentlake.storage.NioLocalFileSystem"
+FILE_SYSTEM_CONF = "spark.hadoop.fs.file.impl"
 _SOURCE_NAME = "NioLocalFileSystem.java"
 _CLASSPATH = "spark.driver.extraClassPath"
 
 
 def local_fs_jar() -> Path:
     """Return the compiled local file system jar, compiling it if needed."""
-    hadoop = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
-    return compiled_jar("localfs", _SOURCE_NAME, hadoop[-1:])
+    return compiled_jar("localfs", _SOURCE_NAME, [hadoop_api_jar()])
 
 
 def local_fs_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
@@ -41,11 +37,11 @@ def local_fs_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     ``file:`` file system of its own."""
     # local-cluster[...] runs executors in JVMs of their own, without the driver's classpath.
     in_driver = master == "local" or master.startswith("local[")
-    if not in_driver or "spark.hadoop.fs.file.impl" in conf:
+    if not in_driver or FILE_SYSTEM_CONF in conf:
         return {}
     jar = str(local_fs_jar())
     classpath = conf.get(_CLASSPATH)
     return {
         _CLASSPATH: f"{classpath}{os.pathsep}{jar}" if classpath else jar,
-        "spark.hadoop.fs.file.impl": LOCAL_FS_CLASS,
+        FILE_SYSTEM_CONF: LOCAL_FS_CLASS,
     }

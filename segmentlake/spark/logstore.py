@@ -15,7 +15,7 @@ from pathlib import Path
 
 from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark._java_build import compiled_jar
-from segmentlake.spark.jars import spark_jars_dir
+from segmentlake.spark.jars import hadoop_api_jar
 
 __all__ = ["LOGSTORE_CLASS", "LOGSTORE_CONF", "logstore_jar"]
 
@@ -35,10 +35,9 @@ def logstore_jar(delta_jars: list[Path]) -> Path:
 
 def _compile_classpath(delta_jars: list[Path]) -> list[Path]:
     storage = [j for j in delta_jars if "delta-storage" in j.name]
-    hadoop = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
-    if not storage or not hadoop:
+    if not storage:
         raise EnvironmentSetupError(
             "cannot compile the LogStore: need the delta-storage jar (resolved Delta jars: "
-            f"{[j.name for j in delta_jars]}) and hadoop-client-api in {spark_jars_dir()}"
+            f"{[j.name for j in delta_jars]})"
         )
-    return [storage[0], hadoop[-1]]
+    return [storage[0], hadoop_api_jar()]

@@ -21,7 +21,12 @@ from pyspark.sql import SparkSession
 
 from segmentlake.errors import EnvironmentSetupError
 from segmentlake.spark.jars import delta_jars
-from segmentlake.spark.local_fs import LOCAL_FS_CLASS, local_fs_conf, local_fs_jar
+from segmentlake.spark.local_fs import (
+    FILE_SYSTEM_CONF,
+    LOCAL_FS_CLASS,
+    local_fs_conf,
+    local_fs_jar,
+)
 from segmentlake.spark.logstore import LOGSTORE_CLASS, LOGSTORE_CONF, logstore_jar
 
 __all__ = [
@@ -44,7 +49,6 @@ _CONF_LINE = re.compile(r"^(?P<key>[^\s=:]+)\s*[=:\s]\s*(?P<value>.*)$")
 # Options that hold lists: a caller's value is added to ours instead of replacing it.
 _JARS = "spark.jars"
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-_FILE_SYSTEM = "spark.hadoop.fs.file.impl"
 
 
 def spark_session(
@@ -78,9 +82,9 @@ def spark_session(
         return SparkSession.builder.remote(remote).getOrCreate()
     master = master or os.environ.get(MASTER_ENV) or "local[*]"
     conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress, master=master)
-    if conf.get(_FILE_SYSTEM) == LOCAL_FS_CLASS and not _jvm_can_load(LOCAL_FS_CLASS):
+    if conf.get(FILE_SYSTEM_CONF) == LOCAL_FS_CLASS and not _jvm_can_load(LOCAL_FS_CLASS):
         # A JVM this process started earlier (with another conf) keeps its classpath.
-        del conf[_FILE_SYSTEM]
+        del conf[FILE_SYSTEM_CONF]
     # Python workers must import what the driver imports: run them with this very interpreter,
     # not whatever "python3" is first on PATH. A local SparkContext takes the worker's Python
     # from the environment only (the spark.pyspark.python conf is read by spark-submit).
