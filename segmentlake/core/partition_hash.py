@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["SPARK_HASH_SEED", "hash_bucket", "spark_hash", "spark_hash_bytes"]
+__all__ = [
+    "SPARK_HASH_SEED",
+    "hash_bucket",
+    "partition_keys",
+    "spark_hash",
+    "spark_hash_bytes",
+    "spark_hash_int",
+]
 
 SPARK_HASH_SEED = 42
 _MASK = 0xFFFFFFFF
@@ -57,6 +64,32 @@ def spark_hash_bytes(data: bytes, seed: int) -> int:
         # Java's byte is signed: 0x80..0xFF become negative ints, i.e. 0xFFFFFF80.. as 32 bits.
         h1 = _mix_h1(h1, _mix_k1(byte | 0xFFFFFF00 if byte & 0x80 else byte))
     return _signed(_fmix(h1, len(data)))
+
+
+def spark_hash_int(value: int, seed: int = SPARK_HASH_SEED) -> int:
+    """What Spark SQL's ``hash(v)`` returns for an INT ``v`` (``Murmur3_x86_32.hashInt``)."""
+    if not -(1 << 31) <= value < (1 << 31):
+        raise ValueError(f"{value} is not a 32-bit int")
+    return _signed(_fmix(_mix_h1(seed & _MASK, _mix_k1(value & _MASK)), 4))
+
+
+def partition_keys(num_partitions: int) -> tuple[int, ...]:
+    """INT keys ``k[0..n-1]`` that Spark's hash partitioning into ``n`` partitions sends to
+    partitions ``0..n-1`` (``pmod(hash(k[j]), n) == j``): repartitioning by ``k[slot]`` puts each
+    slot in its own partition, where hashing the slots themselves would pile some together.
+
+    >>> keys = partition_keys(4)
+    >>> [spark_hash_int(k) % 4 for k in keys]
+    [0, 1, 2, 3]
+    """
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
+    found: dict[int, int] = {}
+    candidate = 0
+    while len(found) < num_partitions:
+        found.setdefault(spark_hash_int(candidate) % num_partitions, candidate)
+        candidate += 1
+    return tuple(found[j] for j in range(num_partitions))
 
 
 def spark_hash(values: Sequence[str | None], seed: int = SPARK_HASH_SEED) -> int:

@@ -3,8 +3,9 @@ segment (bucket) each rolled-up row goes to.
 
 **Determine partitions** (Druid's first phase) runs inside the write's Spark job, over the very
 rolled-up rows the write stores: the per-chunk table below is an aggregate of those rows,
-broadcast to tag them, so the input is scanned once (Spark reuses the rollup's shuffle for
-both: see :func:`tag_buckets`). The counts are exact, not sketched.
+broadcast to tag them, so the input is scanned once (Spark reuses a shuffle for both: the
+rollup's, or the shuffle by chunk after it; see :func:`tag_buckets` and
+:func:`segmentlake.ingest.rollup.perfect_rollup_rows`). The counts are exact, not sketched.
 
 * hashed, ``num_shards`` given — nothing to count: every chunk gets that many buckets;
 * hashed, ``target_rows_per_segment`` — per chunk, ``num_buckets = ceil(rows / target)``
@@ -54,6 +55,7 @@ __all__ = [
     "ChunkPartitions",
     "Partitioning",
     "TaggedRows",
+    "determines_partitions",
     "hash_bucket",
     "tag_buckets",
 ]
@@ -147,10 +149,10 @@ def tag_buckets(
     describe no chunk); checks the partition dimensions first and raises :class:`SpecError`
     naming what is wrong.
 
-    ``carried`` names the aggregated columns the write keeps besides the grouping keys: the
-    count references them too, so its plan of ``rolled`` is the write's, and Spark runs the
-    rollup's scan and shuffle once for both (it reuses an exchange only between identical
-    plans; with a metric pruned from one, the input would be read twice).
+    ``carried`` names the columns the write keeps from ``counted`` besides the grouping
+    keys: the count references them too, so its plan of ``counted`` is the write's, and Spark
+    runs the scan and the shuffles below it once for both (it reuses an exchange only between
+    identical plans; with a metric pruned from one, the input would be read twice).
     """
     if isinstance(spec, HashedPartitionsSpec):
         dims = spec.partition_dimensions or (TIME, *dimensions)
@@ -166,6 +168,14 @@ def tag_buckets(
         _check_strings(rolled, dims)
         return _range(rolled, spec, dims, carried, rolled if counted is None else counted)
     raise SpecError(f"partitionsSpec {spec.type_name!r} does not partition for perfect rollup")
+
+
+def determines_partitions(spec: PartitionsSpec) -> bool:
+    """Whether ``spec`` counts the rolled-up rows to decide each chunk's buckets (hashed
+    with ``targetRowsPerSegment``, range), rather than being told (``numShards``)."""
+    if isinstance(spec, HashedPartitionsSpec):
+        return spec.num_shards is None
+    return isinstance(spec, DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec)
 
 
 def hash_bucket(columns: Sequence[str], num_buckets: Column) -> Column:

@@ -2,18 +2,25 @@
 
 With rollup on, rows with equal (truncated time, dimensions) in a segment become one row whose
 metrics aggregate theirs (Druid's rollup); with rollup off each row keeps its own metrics
-(count 1, the input as its own sum, min and max). With rollup, rows are shuffled by segment
-once, so each segment is built by one Spark task and written as one file; without, rows are
+(count 1, the input as its own sum, min and max). With rollup, the rolled-up rows are shuffled
+once more so that each segment is built by one Spark task and written as one file: by segment
+key, or, where partitions are determined and the interval has a chunk for every task the
+session runs at once, by chunk (see :func:`perfect_rollup_rows`). Without rollup, rows are
 written by the tasks that read them, with no shuffle.
 """
 
 from __future__ import annotations
 
+import itertools
+
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
+from segmentlake.core.interval import Interval
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
+from segmentlake.core.partition_hash import partition_keys
 from segmentlake.ingest.parse import (
     CHUNK,
     REASON,
@@ -22,7 +29,13 @@ from segmentlake.ingest.parse import (
     fate_counts,
     metric_input,
 )
-from segmentlake.ingest.partitioning import BUCKET, TaggedRows, tag_buckets
+from segmentlake.ingest.partitioning import (
+    BUCKET,
+    TaggedRows,
+    determines_partitions,
+    tag_buckets,
+)
+from segmentlake.spark.connect import default_parallelism
 
 __all__ = [
     "kept_rows",
@@ -31,6 +44,9 @@ __all__ = [
 ]
 
 _INPUT_ROWS = "__input_rows"
+# The shortest month, in ms: consecutive chunks of a calendar granularity, divided by this,
+# give distinct, almost consecutive numbers (a 31-day month sometimes skips one).
+_MONTH_MS = 28 * 86_400_000
 _AGGREGATES = {
     "longSum": F.sum,
     "doubleSum": F.sum,
@@ -47,13 +63,29 @@ def kept_rows(parsed: DataFrame) -> DataFrame:
 
 
 def perfect_rollup_rows(
-    parsed: ParsedInput, spec: IngestionSpec, *, key_token: str, observation: Observation
+    parsed: ParsedInput,
+    spec: IngestionSpec,
+    *,
+    key_token: str,
+    observation: Observation,
+    interval: Interval,
 ) -> TaggedRows:
     """The rows to write for perfect rollup: rolled up per (chunk, time, dimensions) — Spark
     combines each input task's rows before the shuffle (partial aggregation) and merges them
     after — then tagged with their bucket (determined from those same rolled-up rows, in the
-    same job: :func:`~segmentlake.ingest.partitioning.tag_buckets`) and shuffled once more,
-    rolled up, by ``<chunk ms>.<bucket>.<token>``: one Spark task, one file, per segment.
+    same job: :func:`~segmentlake.ingest.partitioning.tag_buckets`), so that each segment,
+    ``<chunk ms>.<bucket>.<token>``, is one Spark task's and one file.
+
+    How the rolled-up rows reach the task that writes their segment:
+
+    * **by chunk**, where partitions are determined (``targetRowsPerSegment``, range) and
+      ``interval`` has at least as many chunks as the session runs tasks at once: the rows are
+      shuffled by chunk into that many partitions, chunks dealt out in turn (balanced where a
+      hash of 30 chunks into 8 partitions is not), and both the count and the write read that
+      one shuffle, so the rollup's merge runs once;
+    * **by segment key** otherwise (``numShards``, or fewer chunks than tasks, where by chunk
+      would leave tasks idle): counted from the rollup's own shuffle, tagged, then shuffled by
+      segment key.
 
     ``observation`` gets the input rows counted by fate
     (:func:`~segmentlake.ingest.parse.fate_counts`) when the job runs. With rollup, rejected
@@ -64,36 +96,82 @@ def perfect_rollup_rows(
     observed and the buckets are counted from it."""
     dimensions = parsed.dimensions
     metrics = [m.name for m in spec.metrics]
+    partitions = spec.partitions_spec
     if not spec.granularity_spec.rollup:
         observed = parsed.frame.observe(observation, *fate_counts(parsed.reasons))
         keys = [F.col(CHUNK), F.col(TIME), *map(F.col, dimensions)]
         rolled = _unrolled(kept_rows(observed), spec, keys)
-        tagged = tag_buckets(
-            rolled, spec.partitions_spec, dimensions, carried=[], counted=kept_rows(parsed.frame)
-        )
-    else:
-        everything = _rolled_up_with_rejected(parsed, spec)
-        weight = F.col(_INPUT_ROWS)
-        kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=weight))
-        # After the observation, which Spark does not push filters through: pushed below the
-        # rollup, this one would change the plan that the bucket count shares (see tag_buckets).
-        kept = kept.where(F.col(REASON).isNull())
-        tagged = tag_buckets(
-            kept,
-            spec.partitions_spec,
-            dimensions,
-            carried=[*metrics, _INPUT_ROWS],
-            counted=everything,
-        )
-    key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
-    key = F.concat(key, F.lit(f".{key_token}"))
+        counted = kept_rows(parsed.frame)
+        tagged = tag_buckets(rolled, partitions, dimensions, carried=[], counted=counted)
+        return _by_segment(tagged, spec, dimensions, key_token)
+    everything = _rolled_up_with_rejected(parsed, spec)
+    weight = F.col(_INPUT_ROWS)
+    kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=weight))
+    # After the observation, which Spark does not push filters through: pushed below the
+    # rollup, this one would change the plan that the bucket count shares (see tag_buckets).
+    kept = kept.where(F.col(REASON).isNull())
+    granularity = spec.granularity_spec.segment_granularity
+    parallelism = default_parallelism(kept.sparkSession)
+    if determines_partitions(partitions) and _has_chunks(interval, granularity, parallelism):
+        by_chunk = _shuffled_by_chunk(kept, granularity, parallelism)
+        # The count hashes exactly the columns the write keeps, so both plan the same shuffle
+        # and Spark runs it once (see tag_buckets).
+        carried = [TIME, *dimensions, *metrics]
+        tagged = tag_buckets(by_chunk, partitions, dimensions, carried=carried)
+        return _keyed(tagged, dimensions, metrics, key_token)
+    carried = [*metrics, _INPUT_ROWS]
+    tagged = tag_buckets(kept, partitions, dimensions, carried=carried, counted=everything)
+    return _by_segment(tagged, spec, dimensions, key_token)
+
+
+def _by_segment(
+    tagged: TaggedRows, spec: IngestionSpec, dimensions: tuple[str, ...], key_token: str
+) -> TaggedRows:
+    """``tagged`` shuffled by segment key: each segment's rows in one task."""
+    keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, _segment_key(key_token))
+    shuffled = keyed.repartition(SEGMENT_KEY_COLUMN)
+    metrics = [m.name for m in spec.metrics]
+    return TaggedRows(_stored(shuffled, dimensions, metrics), tagged.partitioning)
+
+
+def _keyed(
+    tagged: TaggedRows, dimensions: tuple[str, ...], metrics: list[str], key_token: str
+) -> TaggedRows:
+    """``tagged`` with its write key, where its rows already are (no shuffle)."""
+    keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, _segment_key(key_token))
+    return TaggedRows(_stored(keyed, dimensions, metrics), tagged.partitioning)
+
+
+def _stored(keyed: DataFrame, dimensions: tuple[str, ...], metrics: list[str]) -> DataFrame:
+    """The columns a segment stores, and its write key."""
     time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
-    rows = (
-        tagged.frame.withColumn(SEGMENT_KEY_COLUMN, key)
-        .repartition(SEGMENT_KEY_COLUMN)
-        .select(time, *[F.col(d) for d in dimensions], *metrics, F.col(SEGMENT_KEY_COLUMN))
-    )
-    return TaggedRows(rows, tagged.partitioning)
+    return keyed.select(time, *map(F.col, dimensions), *metrics, F.col(SEGMENT_KEY_COLUMN))
+
+
+def _segment_key(key_token: str) -> Column:
+    key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
+    return F.concat(key, F.lit(f".{key_token}"))
+
+
+def _has_chunks(interval: Interval, granularity: Granularity, at_least: int) -> bool:
+    """Whether ``interval`` has at least ``at_least`` chunks (counting no further)."""
+    chunks = itertools.islice(granularity.iterate(interval), at_least)
+    return sum(1 for _ in chunks) >= at_least
+
+
+def _shuffled_by_chunk(rows: DataFrame, granularity: Granularity, partitions: int) -> DataFrame:
+    """``rows`` shuffled into ``partitions`` partitions, each chunk's rows into one, the
+    chunks dealt out in time order: chunk ``i`` (counted from the epoch) to partition
+    ``i mod partitions``. Spark's hash partitioning would send the chunk numbers themselves to
+    partitions unevenly, so each number is replaced by a key that hashes to it
+    (:func:`~segmentlake.core.partition_hash.partition_keys`); an explicit partition count
+    also keeps adaptive execution from coalescing them."""
+    step = granularity.fixed_millis or granularity.months * _MONTH_MS
+    ordinal = F.floor(F.col(CHUNK) / F.lit(step)) if step else F.lit(0)
+    # One SQL literal, not one Column per key: building Columns costs a JVM call each.
+    keys = F.expr(f"array({', '.join(map(str, partition_keys(partitions)))})")
+    slot = (F.pmod(ordinal, F.lit(partitions)) + 1).cast("int")
+    return rows.repartition(partitions, F.element_at(keys, slot))
 
 
 def _rolled_up_with_rejected(parsed: ParsedInput, spec: IngestionSpec) -> DataFrame:

@@ -366,8 +366,13 @@ def _write(
     observation = Observation(f"segmentlake-{run.task_id}")
     tagged = None
     if run.spec.partitions_spec.perfect_rollup:
+        assert run.interval is not None  # perfect rollup only overwrites (_check_request)
         tagged = perfect_rollup_rows(
-            parsed, run.spec, key_token=run.key_token, observation=observation
+            parsed,
+            run.spec,
+            key_token=run.key_token,
+            observation=observation,
+            interval=run.interval,
         )
         rows = tagged.frame
     else:

@@ -37,12 +37,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConnectServer",
+    "default_parallelism",
     "is_connect",
     "require_classic",
     "start_connect_server",
 ]
 
 logger = logging.getLogger(__name__)
+
+# What a Connect session is assumed to run in parallel when its server's conf does not say.
+_CONNECT_PARALLELISM = 8
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _PORT_CONF = "spark.connect.grpc.binding.port"
@@ -55,6 +59,16 @@ def is_connect(spark: object) -> bool:
     """True for a Spark Connect session. Checked by class, without importing the Connect
     client (which needs grpc); ``pyspark.sql.utils.is_remote`` is process-wide instead."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The session's default parallelism (the tasks it runs at once). A Spark Connect client
+    has no SparkContext to ask: there, the server's ``spark.default.parallelism`` if set, else
+    a small fixed floor."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    value = spark.conf.get("spark.default.parallelism", None)
+    return int(value) if value and value.isdigit() else _CONNECT_PARALLELISM
 
 
 def require_classic(spark: object, operation: str, why: str) -> None:

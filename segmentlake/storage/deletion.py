@@ -21,7 +21,7 @@ from segmentlake.core.names import SEGMENT_KEY_COLUMN, quote_identifier, sql_pat
 from segmentlake.errors import SpecError, first_line
 from segmentlake.metadata.conflicts import retrying_table_commit
 from segmentlake.metadata.table_log import TableLog
-from segmentlake.spark.connect import is_connect
+from segmentlake.spark.connect import default_parallelism
 
 __all__ = [
     "DEFAULT_RETENTION_HOURS",
@@ -38,7 +38,6 @@ RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 DEFAULT_RETENTION_HOURS = 168.0  # Delta's default: interval 1 week
 _CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
-_CONNECT_PARALLELISM = 8
 _KEYS_PER_DELETE = 10_000
 
 
@@ -98,21 +97,12 @@ def _listing_parallelism(spark: SparkSession, directories: int) -> Iterator[None
     if conf.get(_LISTING_PARALLELISM, None) is not None:
         yield
         return
-    wanted = max(_default_parallelism(spark), math.ceil(directories / 10))
+    wanted = max(default_parallelism(spark), math.ceil(directories / 10))
     conf.set(_LISTING_PARALLELISM, str(min(wanted, 10_000)))
     try:
         yield
     finally:
         conf.unset(_LISTING_PARALLELISM)
-
-
-def _default_parallelism(spark: SparkSession) -> int:
-    """The session's default parallelism. A Spark Connect client has no SparkContext to ask:
-    there, the server's ``spark.default.parallelism`` if set, else a small fixed floor."""
-    if not is_connect(spark):
-        return int(spark.sparkContext.defaultParallelism)
-    value = spark.conf.get("spark.default.parallelism", None)
-    return int(value) if value and value.isdigit() else _CONNECT_PARALLELISM
 
 
 def check_vacuum_retention(spark: SparkSession, log: TableLog, hours: float) -> None:

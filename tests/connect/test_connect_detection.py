@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from segmentlake.errors import ClassicSessionRequired, SegmentLakeError
-from segmentlake.spark.connect import is_connect, require_classic
-from segmentlake.storage.deletion import _default_parallelism
+from segmentlake.spark.connect import default_parallelism, is_connect, require_classic
 
 
 class _RuntimeConf:
@@ -62,8 +61,8 @@ def test_require_classic_names_the_operation_and_why() -> None:
     assert str(raised.value).endswith("Spark Connect: it uses RDDs")
 
 
-def test_vacuum_parallelism_over_connect_comes_from_the_conf() -> None:
-    assert _default_parallelism(FakeClassicSession()) == 3  # type: ignore[arg-type]
+def test_parallelism_over_connect_comes_from_the_conf() -> None:
+    assert default_parallelism(FakeClassicSession()) == 3  # type: ignore[arg-type]
     with_conf = FakeConnectSession(**{"spark.default.parallelism": "6"})
-    assert _default_parallelism(with_conf) == 6  # type: ignore[arg-type]
-    assert _default_parallelism(FakeConnectSession()) == 8  # type: ignore[arg-type]
+    assert default_parallelism(with_conf) == 6  # type: ignore[arg-type]
+    assert default_parallelism(FakeConnectSession()) == 8  # type: ignore[arg-type]

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from segmentlake.core.partition_hash import SPARK_HASH_SEED, hash_bucket, spark_hash
+from segmentlake.core.partition_hash import (
+    SPARK_HASH_SEED,
+    hash_bucket,
+    partition_keys,
+    spark_hash,
+    spark_hash_int,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,3 +46,12 @@ def test_buckets_are_pmod_of_the_signed_hash() -> None:
 def test_lone_surrogates_have_no_hash() -> None:
     with pytest.raises(UnicodeEncodeError):
         spark_hash(["\ud800"])
+
+
+def test_partition_keys_cover_every_partition_once() -> None:
+    for n in (1, 2, 7, 64, 1000):
+        keys = partition_keys(n)
+        assert len(keys) == n
+        assert [spark_hash_int(k) % n for k in keys] == list(range(n))
+    with pytest.raises(ValueError, match="at least 1"):
+        partition_keys(0)

@@ -366,7 +366,9 @@ def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
     spec = IngestionSpec.from_dict(_spec({"type": "hashed", "numShards": 2}))
     parsed = parse_input(_input(spark, _rows(50, seed=10)), spec, interval=INTERVAL)
     observation = Observation("test-combined")
-    rows = perfect_rollup_rows(parsed, spec, key_token="t", observation=observation).frame
+    rows = perfect_rollup_rows(
+        parsed, spec, key_token="t", observation=observation, interval=INTERVAL
+    ).frame
 
     plan = rows._jdf.queryExecution().executedPlan().toString()
     # Map side: partial aggregates below the first exchange; then one more exchange of the
@@ -377,14 +379,95 @@ def test_rows_are_combined_before_the_shuffle(spark: SparkSession) -> None:
     assert "Exchange hashpartitioning(__segment" in plan[:first_exchange]
 
 
+def _tagged_rows(
+    spark: SparkSession, partitions: dict[str, Any], interval: Interval, rows: list[Any]
+) -> DataFrame:
+    from segmentlake.core.ingest_spec import IngestionSpec
+    from segmentlake.ingest.parse import parse_input
+    from segmentlake.ingest.rollup import perfect_rollup_rows
+
+    spec = IngestionSpec.from_dict(_spec(partitions))
+    parsed = parse_input(_input(spark, rows), spec, interval=interval)
+    observation = Observation(f"test-{random.random()}")
+    return perfect_rollup_rows(
+        parsed, spec, key_token="t", observation=observation, interval=interval
+    ).frame
+
+
+def _executed_plan(frame: DataFrame) -> str:
+    """The plan as adaptive execution finally ran it (run ``frame`` first)."""
+    plan = str(frame._jdf.queryExecution().executedPlan().toString())
+    assert "isFinalPlan=true" in plan
+    return plan.split("== Initial Plan ==")[0]
+
+
 @pytest.mark.parametrize(
     "partitions",
     [
-        {"type": "hashed", "targetRowsPerSegment": 150},
-        {"type": "range", "partitionDimensions": ["channel", "user"], "targetRowsPerSegment": 150},
-        {"type": "single_dim", "partitionDimension": "user", "targetRowsPerSegment": 150},
+        {"type": "hashed", "targetRowsPerSegment": 40},
+        {"type": "range", "partitionDimensions": ["channel"], "targetRowsPerSegment": 40},
     ],
-    ids=["hashed", "range", "single_dim"],
+    ids=["hashed", "range"],
+)
+def test_determined_partitions_share_one_shuffle_by_chunk(
+    spark: SparkSession, partitions: dict[str, Any]
+) -> None:
+    assert spark.sparkContext.defaultParallelism == 2  # 3 chunks: enough for by chunk
+    rows = _tagged_rows(spark, partitions, INTERVAL, _rows(400, seed=14))
+    # Every column collected, as the write stores them: a projection would let Spark prune
+    # the count's plan and the write's differently.
+    placed = rows.withColumn("task", F.spark_partition_id())
+    by_chunk: dict[str, set[int]] = {}
+    for r in placed.collect():
+        by_chunk.setdefault(r["__segment"].split(".")[0], set()).add(r.task)
+
+    # Each chunk is in one task, consecutive chunks in different ones (dealt out in turn).
+    assert len(by_chunk) == 3
+    assert all(len(tasks) == 1 for tasks in by_chunk.values()), by_chunk
+    tasks = [min(by_chunk[c]) for c in sorted(by_chunk, key=int)]
+    assert tasks in ([0, 1, 0], [1, 0, 1]), tasks
+    # The count and the write read the one shuffle by chunk: planned once, then reused, and no
+    # shuffle by segment key after it.
+    plan = _executed_plan(placed)
+    assert plan.count("+- Exchange hashpartitioning(element_at(") == 1, plan
+    assert plan.count("+- ReusedExchange") == 1, plan
+    assert "hashpartitioning(__segment" not in plan
+
+
+def test_fewer_chunks_than_tasks_shuffle_by_segment_key(spark: SparkSession) -> None:
+    one_day = Interval.parse("2024-03-01/P1D")
+    one_day_rows = [r for r in _rows(400, seed=15) if r[0].startswith("2024-03-01")]
+    partitions = {"type": "hashed", "targetRowsPerSegment": 40}
+    rows = _tagged_rows(spark, partitions, one_day, one_day_rows)
+
+    segments = rows.withColumn("task", F.spark_partition_id())
+    placed = {(r["__segment"], r.task) for r in segments.collect()}
+    found = Counter(segment for segment, _ in placed)
+    assert len(found) > 2
+    assert set(found.values()) == {1}  # each segment in one task
+    assert "hashpartitioning(__segment" in _executed_plan(segments)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "interval"),
+    [
+        ({"type": "hashed", "targetRowsPerSegment": 150}, INTERVAL),
+        (
+            {
+                "type": "range",
+                "partitionDimensions": ["channel", "user"],
+                "targetRowsPerSegment": 150,
+            },
+            INTERVAL,
+        ),
+        (
+            {"type": "single_dim", "partitionDimension": "user", "targetRowsPerSegment": 150},
+            INTERVAL,
+        ),
+        # One chunk for two tasks: shuffled by segment key, counted from the rollup's shuffle.
+        ({"type": "hashed", "targetRowsPerSegment": 150}, Interval.parse("2024-03-01/P1D")),
+    ],
+    ids=["hashed", "range", "single_dim", "hashed_one_chunk"],
 )
 def test_partitions_are_determined_in_the_write_job_from_one_scan(
     spark: SparkSession,
@@ -392,21 +475,27 @@ def test_partitions_are_determined_in_the_write_job_from_one_scan(
     ds: str,
     tmp_path: Any,
     partitions: dict[str, Any],
+    interval: Interval,
 ) -> None:
-    ds = f"{ds[:40]}_{partitions['type']}"  # the fixture's name is cut before the parameter
-    rows = _rows(3000, seed=12)
+    # The fixture's name is cut before the parameters.
+    ds = f"{ds[:40]}_{partitions['type']}_{interval.duration_millis // 86_400_000}"
+    rows = [r for r in _rows(3000, seed=12) if interval.contains_millis(_millis(r[0]))]
     source = str(tmp_path / "input")
     _input(spark, rows).write.parquet(source)
 
-    report = lake.overwrite(spark.read.parquet(source), ds, _spec(partitions), interval=INTERVAL)
+    report = lake.overwrite(spark.read.parquet(source), ds, _spec(partitions), interval=interval)
 
-    # Counting the rolled-up rows reuses the write's own scan and shuffle: the input files
-    # are read once (Delta's log adds a few records; a second scan would add 3000).
+    # Counting the rolled-up rows reuses the write's own scan and shuffles: the input files
+    # are read once (Delta's log adds a few records; a second scan would add every row).
     write = report.phase_metrics["write"]
     assert len(rows) <= write["input_records"] < 1.2 * len(rows), write
     assert "determine_partitions" not in report.phases
     assert report.rows.rows_in == len(rows)  # the observed counts saw each row once
     _assert_rolled_up_exactly(lake, ds, rows)
+
+
+def _millis(iso: str) -> int:
+    return int(pd.Timestamp(iso).value // 1_000_000)
 
 
 # -- pruning over real perfect-rollup ingestion ----------------------------------------------

@@ -1,6 +1,7 @@
 """The pure-Python partition hash agrees with Spark: ``hash_bucket`` equals Spark SQL's
 ``pmod(hash(CAST(d1 AS STRING), ...), n)`` on random strings (ASCII, any Unicode, empty,
-null; one to three columns) and on integers cast to strings."""
+null; one to three columns) and on integers cast to strings; ``spark_hash_int`` equals
+``hash(CAST(v AS INT))``, and ``partition_keys`` lands each key in its own partition."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
-from segmentlake.core.partition_hash import hash_bucket, spark_hash
+from segmentlake.core.partition_hash import hash_bucket, partition_keys, spark_hash, spark_hash_int
 
 pytestmark = [pytest.mark.spark]
 
@@ -81,3 +83,20 @@ def test_integers_hash_as_their_decimal_strings(spark: SparkSession) -> None:
         (hash_bucket([str(v)], 13), hash_bucket([str(v % 2**31), str(v)], 13)) for v in values
     ]
     assert actual == expected
+
+
+def test_int_hashes_agree(spark: SparkSession) -> None:
+    values = [0, 1, -1, 42, 2**31 - 1, -(2**31), 123456789, -987654321]
+    df = spark.createDataFrame([(v,) for v in values], "v INT")
+    expected = [r.h for r in df.selectExpr("hash(v) AS h").collect()]
+    assert [spark_hash_int(v) for v in values] == expected
+    with pytest.raises(ValueError, match="32-bit"):
+        spark_hash_int(2**31)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 37])
+def test_partition_keys_land_each_slot_in_its_own_partition(spark: SparkSession, n: int) -> None:
+    keys = partition_keys(n)
+    df = spark.createDataFrame([(slot, key) for slot, key in enumerate(keys)], "slot INT, k INT")
+    placed = df.repartition(n, "k").select("slot", F.spark_partition_id().alias("p")).collect()
+    assert sorted((r.slot, r.p) for r in placed) == [(j, j) for j in range(n)]
