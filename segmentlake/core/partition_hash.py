@@ -12,6 +12,7 @@ are little-endian ints (``Platform.getInt`` on the machines Spark runs on).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 __all__ = [
@@ -73,6 +74,7 @@ def spark_hash_int(value: int, seed: int = SPARK_HASH_SEED) -> int:
     return _signed(_fmix(_mix_h1(seed & _MASK, _mix_k1(value & _MASK)), 4))
 
 
+@functools.lru_cache(maxsize=16)  # a session asks for its parallelism's keys every ingest
 def partition_keys(num_partitions: int) -> tuple[int, ...]:
     """INT keys ``k[0..n-1]`` that Spark's hash partitioning into ``n`` partitions sends to
     partitions ``0..n-1`` (``pmod(hash(k[j]), n) == j``): repartitioning by ``k[slot]`` puts each

@@ -103,7 +103,7 @@ def perfect_rollup_rows(
         rolled = _unrolled(kept_rows(observed), spec, keys)
         counted = kept_rows(parsed.frame)
         tagged = tag_buckets(rolled, partitions, dimensions, carried=[], counted=counted)
-        return _by_segment(tagged, spec, dimensions, key_token)
+        return _stored(tagged, dimensions, metrics, key_token, by_segment=True)
     everything = _rolled_up_with_rejected(parsed, spec)
     weight = F.col(_INPUT_ROWS)
     kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=weight))
@@ -118,34 +118,28 @@ def perfect_rollup_rows(
         # and Spark runs it once (see tag_buckets).
         carried = [TIME, *dimensions, *metrics]
         tagged = tag_buckets(by_chunk, partitions, dimensions, carried=carried)
-        return _keyed(tagged, dimensions, metrics, key_token)
+        return _stored(tagged, dimensions, metrics, key_token, by_segment=False)
     carried = [*metrics, _INPUT_ROWS]
     tagged = tag_buckets(kept, partitions, dimensions, carried=carried, counted=everything)
-    return _by_segment(tagged, spec, dimensions, key_token)
+    return _stored(tagged, dimensions, metrics, key_token, by_segment=True)
 
 
-def _by_segment(
-    tagged: TaggedRows, spec: IngestionSpec, dimensions: tuple[str, ...], key_token: str
+def _stored(
+    tagged: TaggedRows,
+    dimensions: tuple[str, ...],
+    metrics: list[str],
+    key_token: str,
+    *,
+    by_segment: bool,
 ) -> TaggedRows:
-    """``tagged`` shuffled by segment key: each segment's rows in one task."""
+    """The columns a segment stores and its write key; ``by_segment`` shuffles the rows by
+    that key (each segment's rows in one task), otherwise they stay where they are."""
     keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, _segment_key(key_token))
-    shuffled = keyed.repartition(SEGMENT_KEY_COLUMN)
-    metrics = [m.name for m in spec.metrics]
-    return TaggedRows(_stored(shuffled, dimensions, metrics), tagged.partitioning)
-
-
-def _keyed(
-    tagged: TaggedRows, dimensions: tuple[str, ...], metrics: list[str], key_token: str
-) -> TaggedRows:
-    """``tagged`` with its write key, where its rows already are (no shuffle)."""
-    keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, _segment_key(key_token))
-    return TaggedRows(_stored(keyed, dimensions, metrics), tagged.partitioning)
-
-
-def _stored(keyed: DataFrame, dimensions: tuple[str, ...], metrics: list[str]) -> DataFrame:
-    """The columns a segment stores, and its write key."""
+    if by_segment:
+        keyed = keyed.repartition(SEGMENT_KEY_COLUMN)
     time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
-    return keyed.select(time, *map(F.col, dimensions), *metrics, F.col(SEGMENT_KEY_COLUMN))
+    rows = keyed.select(time, *map(F.col, dimensions), *metrics, F.col(SEGMENT_KEY_COLUMN))
+    return TaggedRows(rows, tagged.partitioning)
 
 
 def _segment_key(key_token: str) -> Column:

@@ -76,12 +76,19 @@ def spark_jars_dir() -> Path:
 def hadoop_api_jar() -> Path:
     """Spark's own ``hadoop-client-api`` jar, which segmentlake's Java sources compile against;
     raises :class:`EnvironmentSetupError` naming the directory searched when it is missing."""
-    found = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
+    return _newest_spark_jar(
+        "hadoop-client-api-*.jar",
+        "segmentlake's Java sources compile against Spark's own Hadoop (reinstall pyspark, or "
+        "point $SPARK_HOME at a full Spark)",
+    )
+
+
+def _newest_spark_jar(pattern: str, why: str) -> Path:
+    """The newest jar matching ``pattern`` among Spark's own jars; if there is none, an
+    :class:`EnvironmentSetupError` naming the pattern, the directory and ``why`` it matters."""
+    found = sorted(spark_jars_dir().glob(pattern))
     if not found:
-        raise EnvironmentSetupError(
-            f"no hadoop-client-api jar in {spark_jars_dir()}: segmentlake's Java sources compile "
-            "against Spark's own Hadoop (reinstall pyspark, or point $SPARK_HOME at a full Spark)"
-        )
+        raise EnvironmentSetupError(f"no {pattern} in {spark_jars_dir()}: {why}")
     return found[-1]
 
 
@@ -154,13 +161,11 @@ def _resolve(coordinate: DeltaCoordinate, target: Path) -> None:
 
 
 def _ivy_jar() -> Path:
-    candidates = sorted(spark_jars_dir().glob("ivy-*.jar"))
-    if not candidates:
-        raise EnvironmentSetupError(
-            f"no ivy-*.jar in {spark_jars_dir()}: pyspark's installation looks incomplete; "
-            "reinstall it with 'pip install --force-reinstall pyspark'"
-        )
-    return candidates[-1]
+    return _newest_spark_jar(
+        "ivy-*.jar",
+        "pyspark's installation looks incomplete; reinstall it with "
+        "'pip install --force-reinstall pyspark'",
+    )
 
 
 def _repo_override() -> list[str]:

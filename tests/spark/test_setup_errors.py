@@ -42,3 +42,15 @@ def test_unreachable_repository_fails_clearly_and_caches_nothing(
 )
 def test_artifact_names_of_spark_jars(jar: str, artifact: str) -> None:
     assert jars._artifact_of(jar) == artifact
+
+
+def test_a_missing_spark_jar_is_named_with_its_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(jars, "spark_jars_dir", lambda: tmp_path)
+    with pytest.raises(EnvironmentSetupError) as raised:
+        jars.hadoop_api_jar()
+    assert f"no hadoop-client-api-*.jar in {tmp_path}" in str(raised.value)
+    (tmp_path / "hadoop-client-api-3.4.1.jar").touch()
+    (tmp_path / "hadoop-client-api-3.5.0.jar").touch()
+    assert jars.hadoop_api_jar() == tmp_path / "hadoop-client-api-3.5.0.jar"
