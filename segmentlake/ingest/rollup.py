@@ -20,6 +20,7 @@ from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
+from segmentlake.core.names import quote_identifier as _q
 from segmentlake.core.partition_hash import partition_keys
 from segmentlake.ingest.parse import (
     CHUNK,
@@ -48,12 +49,12 @@ _INPUT_ROWS = "__input_rows"
 # give distinct, almost consecutive numbers (a 31-day month sometimes skips one).
 _MONTH_MS = 28 * 86_400_000
 _AGGREGATES = {
-    "longSum": F.sum,
-    "doubleSum": F.sum,
-    "longMin": F.min,
-    "doubleMin": F.min,
-    "longMax": F.max,
-    "doubleMax": F.max,
+    "longSum": "sum",
+    "doubleSum": "sum",
+    "longMin": "min",
+    "doubleMin": "min",
+    "longMax": "max",
+    "doubleMax": "max",
 }
 
 
@@ -134,17 +135,21 @@ def _stored(
 ) -> TaggedRows:
     """The columns a segment stores and its write key; ``by_segment`` shuffles the rows by
     that key (each segment's rows in one task), otherwise they stay where they are."""
-    keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, _segment_key(key_token))
+    keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, F.expr(_segment_key_sql(key_token)))
     if by_segment:
         keyed = keyed.repartition(SEGMENT_KEY_COLUMN)
-    time = F.timestamp_millis(F.col(TIME)).alias(TIME_COLUMN)
-    rows = keyed.select(time, *map(F.col, dimensions), *metrics, F.col(SEGMENT_KEY_COLUMN))
+    rows = keyed.selectExpr(
+        f"timestamp_millis({_q(TIME)}) AS {_q(TIME_COLUMN)}",
+        *map(_q, [*dimensions, *metrics, SEGMENT_KEY_COLUMN]),
+    )
     return TaggedRows(rows, tagged.partitioning)
 
 
-def _segment_key(key_token: str) -> Column:
-    key = F.concat_ws(".", F.col(CHUNK).cast("string"), F.col(BUCKET).cast("string"))
-    return F.concat(key, F.lit(f".{key_token}"))
+def _segment_key_sql(key_token: str) -> str:
+    if not key_token.isalnum():
+        raise ValueError(f"a task's key token is letters and digits, not {key_token!r}")
+    chunk, bucket = _q(CHUNK), _q(BUCKET)
+    return f"concat(CAST({chunk} AS STRING), '.', CAST({bucket} AS STRING), '.{key_token}')"
 
 
 def _has_chunks(interval: Interval, granularity: Granularity, at_least: int) -> bool:
@@ -174,14 +179,16 @@ def _rolled_up_with_rejected(parsed: ParsedInput, spec: IngestionSpec) -> DataFr
     metric inputs nulled: the rejected rows of a reason become one group (a few rows through
     the shuffle, whatever their number), whose aggregates cannot overflow or fail, and whose
     null chunk is no chunk the buckets are counted for."""
-    kept = F.col(REASON).isNull()
     inputs = [metric_input(m) for m in spec.metrics if m.field_name]
     keys = [CHUNK, TIME, *parsed.dimensions]
-    nulled = parsed.frame.select(
-        *[F.when(kept, F.col(c)).alias(c) for c in [*keys, *inputs]], F.col(REASON)
+    # SQL text: one JVM call per column, not one per function (see partitioning.py).
+    kept = f"{_q(REASON)} IS NULL"
+    nulled = parsed.frame.selectExpr(
+        *[f"CASE WHEN {kept} THEN {_q(c)} END AS {_q(c)}" for c in [*keys, *inputs]], _q(REASON)
     )
-    aggregates = [_aggregate(m).alias(m.name) for m in spec.metrics]
-    return nulled.groupBy(*keys, REASON).agg(*aggregates, F.count(F.lit(1)).alias(_INPUT_ROWS))
+    aggregates = [F.expr(f"{_aggregate_sql(m)} AS {_q(m.name)}") for m in spec.metrics]
+    counted = F.expr(f"count(1) AS {_INPUT_ROWS}")
+    return nulled.groupBy(*keys, REASON).agg(*aggregates, counted)
 
 
 def _unrolled(kept: DataFrame, spec: IngestionSpec, keys: list[Column]) -> DataFrame:
@@ -218,14 +225,19 @@ def segment_rows(
 
 
 def _aggregate(metric: MetricSpec) -> Column:
+    return F.expr(_aggregate_sql(metric))
+
+
+def _aggregate_sql(metric: MetricSpec) -> str:
     if metric.type == "count":
-        return F.count(F.lit(1))
+        return "count(1)"
+    column = _q(metric_input(metric))
     if metric.type == "HLLSketchBuild":
-        return F.hll_sketch_agg(F.col(metric_input(metric)), metric.lg_k)
+        return f"hll_sketch_agg({column}, {int(metric.lg_k)})"
     if metric.type == "HLLSketchMerge":
         # Sketches of different lgK merge into the smaller one (Druid's union does the same).
-        return F.hll_union_agg(F.col(metric_input(metric)), True)
-    return _AGGREGATES[metric.type](F.col(metric_input(metric)))
+        return f"hll_union_agg({column}, true)"
+    return f"{_AGGREGATES[metric.type]}({column})"
 
 
 def _single(metric: MetricSpec) -> Column:
