@@ -143,6 +143,7 @@ def tag_buckets(
     *,
     carried: Sequence[str],
     counted: DataFrame | None = None,
+    clustered_by: str | None = None,
 ) -> TaggedRows:
     """Tag ``rolled`` (with ``__chunk_ms`` and the dimensions) with each row's bucket,
     determining the buckets from ``counted`` (default: ``rolled`` itself), whose rows per
@@ -154,7 +155,12 @@ def tag_buckets(
     keys: the count references them too, so its plan of ``counted`` is the write's, and Spark
     runs the scan and the shuffles below it once for both (it reuses an exchange only between
     identical plans; with a metric pruned from one, the input would be read twice).
+
+    ``clustered_by`` names a column ``counted`` is hash-partitioned by, with each chunk's rows
+    in one partition: the count groups by it too, so Spark counts and cuts each chunk where
+    its rows are, with no exchange of its own (three stages become one).
     """
+    within = () if clustered_by is None else (clustered_by,)
     if isinstance(spec, HashedPartitionsSpec):
         dims = spec.partition_dimensions or (TIME, *dimensions)
         _check_named(spec.partition_dimensions, dimensions)
@@ -162,12 +168,13 @@ def tag_buckets(
             fixed = Partitioning(spec, dims, {}, ChunkPartitions(spec.num_shards))
             tagged = rolled.withColumn(BUCKET, hash_bucket(dims, str(spec.num_shards)))
             return TaggedRows(tagged, lambda *, wrote_rows: fixed)
-        return _hashed(rolled, spec, dims, carried, rolled if counted is None else counted)
+        counted = rolled if counted is None else counted
+        return _hashed(rolled, spec, dims, carried, counted, within)
     if isinstance(spec, DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec):
         dims = spec.partition_dimensions
         _check_named(dims, dimensions)
         _check_strings(rolled, dims)
-        return _range(rolled, spec, dims, carried, rolled if counted is None else counted)
+        return _range(rolled, spec, dims, carried, rolled if counted is None else counted, within)
     raise SpecError(f"partitionsSpec {spec.type_name!r} does not partition for perfect rollup")
 
 
@@ -201,10 +208,11 @@ def _hashed(
     dims: tuple[str, ...],
     carried: Sequence[str],
     counted: DataFrame,
+    within: tuple[str, ...],
 ) -> TaggedRows:
     target = spec.target_rows_per_segment
     assert target is not None
-    per_chunk = _rows_per(counted, [CHUNK], carried)
+    per_chunk = _rows_per(counted, [*within, CHUNK], carried)
     table = per_chunk.selectExpr(
         f"{_q(CHUNK)} AS __c",
         f"CAST(greatest(1, ceil({_ROWS} / {target})) AS INT) AS __n",
@@ -231,32 +239,37 @@ def _range(
     dims: tuple[str, ...],
     carried: Sequence[str],
     counted: DataFrame,
+    within: tuple[str, ...],
 ) -> TaggedRows:
     target = spec.target_rows_per_segment
     biggest = spec.max_rows_per_segment
     assert target is not None
     assert biggest is not None
-    per_value = _rows_per(counted, [CHUNK, *dims], carried)
+    per_value = _rows_per(counted, [*within, CHUNK, *dims], carried)
     chunk = _q(CHUNK)
+    # Per chunk, within the partitions that already hold each chunk whole (no exchange).
+    per_chunk = ", ".join(map(_q, [*within, CHUNK]))
     order = ", ".join(f"{_q(d)} ASC NULLS FIRST" for d in dims)
-    ordered = f"PARTITION BY {chunk} ORDER BY {order}"
+    ordered = f"PARTITION BY {per_chunk} ORDER BY {order}"
     before = (
         f"coalesce(sum({_ROWS}) OVER ({ordered} "
         "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)"
     )
-    total = f"sum({_ROWS}) OVER (PARTITION BY {chunk})"
+    total = f"sum({_ROWS}) OVER (PARTITION BY {per_chunk})"
     pieces = f"CAST(greatest(1, round({total} / {target}), ceil({total} / {biggest})) AS BIGINT)"
     # Cut where the running count crosses a multiple of total / pieces: ranges of about equal
     # size, each at least one tuple (a tuple heavier than that spans its own range).
     cut = f"least(floor({before} * {pieces} / {total}), {pieces} - 1)"
     cuts = (
-        per_value.selectExpr(chunk, f"{_tuple_sql(dims)} AS __value", f"{cut} AS __cut")
-        .groupBy(CHUNK, "__cut")
+        per_value.selectExpr(
+            *map(_q, within), chunk, f"{_tuple_sql(dims)} AS __value", f"{cut} AS __cut"
+        )
+        .groupBy(*within, CHUNK, "__cut")
         .agg(F.expr(f"min(__value) AS {_START}"))
     )
     # Renumbered 0..k-1 (a tuple heavier than one range leaves cut numbers unused); each
     # range ends where the next begins, the first and last are open.
-    in_chunk = f"PARTITION BY {chunk} ORDER BY __cut"
+    in_chunk = f"PARTITION BY {per_chunk} ORDER BY __cut"
     bounds = cuts.selectExpr(
         f"{chunk} AS __c",
         f"CAST(row_number() OVER ({in_chunk}) - 1 AS INT) AS {BUCKET}",
@@ -266,8 +279,8 @@ def _range(
     observed, read = _observed_table(bounds, ["__c", BUCKET, _START])
     value = _tuple_sql(dims)
     low = f"CASE WHEN {BUCKET} > 0 THEN {_START} END"
-    within = f"({low} IS NULL OR {value} >= {low}) AND (__hi IS NULL OR {value} < __hi)"
-    joined = rolled.join(F.broadcast(observed), F.expr(f"{chunk} = __c AND {within}"), "left")
+    in_range = f"({low} IS NULL OR {value} >= {low}) AND (__hi IS NULL OR {value} < __hi)"
+    joined = rolled.join(F.broadcast(observed), F.expr(f"{chunk} = __c AND {in_range}"), "left")
     tagged = joined.withColumn(BUCKET, F.expr(f"coalesce({BUCKET}, 0)")).drop("__c", _START, "__hi")
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:

@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 _INPUT_ROWS = "__input_rows"
+_SLOT = "__slot"
 # The shortest month, in ms: consecutive chunks of a calendar granularity, divided by this,
 # give distinct, almost consecutive numbers (a 31-day month sometimes skips one).
 _MONTH_MS = 28 * 86_400_000
@@ -118,7 +119,7 @@ def perfect_rollup_rows(
         # The count hashes exactly the columns the write keeps, so both plan the same shuffle
         # and Spark runs it once (see tag_buckets).
         carried = [TIME, *dimensions, *metrics]
-        tagged = tag_buckets(by_chunk, partitions, dimensions, carried=carried)
+        tagged = tag_buckets(by_chunk, partitions, dimensions, carried=carried, clustered_by=_SLOT)
         return _stored(tagged, dimensions, metrics, key_token, by_segment=False)
     carried = [*metrics, _INPUT_ROWS]
     tagged = tag_buckets(kept, partitions, dimensions, carried=carried, counted=everything)
@@ -170,7 +171,8 @@ def _shuffled_by_chunk(rows: DataFrame, granularity: Granularity, partitions: in
     # One SQL literal, not one Column per key: building Columns costs a JVM call each.
     keys = F.expr(f"array({', '.join(map(str, partition_keys(partitions)))})")
     slot = (F.pmod(ordinal, F.lit(partitions)) + 1).cast("int")
-    return rows.repartition(partitions, F.element_at(keys, slot))
+    # A column, not an expression: Spark then knows the rows are clustered by it.
+    return rows.withColumn(_SLOT, F.element_at(keys, slot)).repartition(partitions, _SLOT)
 
 
 def _rolled_up_with_rejected(parsed: ParsedInput, spec: IngestionSpec) -> DataFrame:

@@ -426,11 +426,13 @@ def test_determined_partitions_share_one_shuffle_by_chunk(
     assert all(len(tasks) == 1 for tasks in by_chunk.values()), by_chunk
     tasks = [min(by_chunk[c]) for c in sorted(by_chunk, key=int)]
     assert tasks in ([0, 1, 0], [1, 0, 1]), tasks
-    # The count and the write read the one shuffle by chunk: planned once, then reused, and no
-    # shuffle by segment key after it.
+    # The count and the write read the one shuffle by chunk: planned once, then reused; the
+    # count cuts each chunk where its rows are (no exchange of its own: the rollup's and the
+    # one by chunk are all), and no shuffle by segment key follows.
     plan = _executed_plan(placed)
-    assert plan.count("+- Exchange hashpartitioning(element_at(") == 1, plan
+    assert plan.count("+- Exchange hashpartitioning(__slot") == 1, plan
     assert plan.count("+- ReusedExchange") == 1, plan
+    assert plan.count("+- Exchange hashpartitioning(") == 2, plan
     assert "hashpartitioning(__segment" not in plan
 
 
