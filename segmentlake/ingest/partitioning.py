@@ -161,6 +161,7 @@ def tag_buckets(
     its rows are, with no exchange of its own (three stages become one).
     """
     within = () if clustered_by is None else (clustered_by,)
+    counted = rolled if counted is None else counted
     if isinstance(spec, HashedPartitionsSpec):
         dims = spec.partition_dimensions or (TIME, *dimensions)
         _check_named(spec.partition_dimensions, dimensions)
@@ -168,13 +169,12 @@ def tag_buckets(
             fixed = Partitioning(spec, dims, {}, ChunkPartitions(spec.num_shards))
             tagged = rolled.withColumn(BUCKET, hash_bucket(dims, str(spec.num_shards)))
             return TaggedRows(tagged, lambda *, wrote_rows: fixed)
-        counted = rolled if counted is None else counted
         return _hashed(rolled, spec, dims, carried, counted, within)
     if isinstance(spec, DimensionRangePartitionsSpec | SingleDimensionPartitionsSpec):
         dims = spec.partition_dimensions
         _check_named(dims, dimensions)
         _check_strings(rolled, dims)
-        return _range(rolled, spec, dims, carried, rolled if counted is None else counted, within)
+        return _range(rolled, spec, dims, carried, counted, within)
     raise SpecError(f"partitionsSpec {spec.type_name!r} does not partition for perfect rollup")
 
 

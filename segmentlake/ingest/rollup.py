@@ -167,12 +167,11 @@ def _shuffled_by_chunk(rows: DataFrame, granularity: Granularity, partitions: in
     (:func:`~segmentlake.core.partition_hash.partition_keys`); an explicit partition count
     also keeps adaptive execution from coalescing them."""
     step = granularity.fixed_millis or granularity.months * _MONTH_MS
-    ordinal = F.floor(F.col(CHUNK) / F.lit(step)) if step else F.lit(0)
-    # One SQL literal, not one Column per key: building Columns costs a JVM call each.
-    keys = F.expr(f"array({', '.join(map(str, partition_keys(partitions)))})")
-    slot = (F.pmod(ordinal, F.lit(partitions)) + 1).cast("int")
+    ordinal = f"floor({_q(CHUNK)} / {step})" if step else "0"
+    keys = ", ".join(map(str, partition_keys(partitions)))
+    slot = f"element_at(array({keys}), CAST(pmod({ordinal}, {partitions}) + 1 AS INT))"
     # A column, not an expression: Spark then knows the rows are clustered by it.
-    return rows.withColumn(_SLOT, F.element_at(keys, slot)).repartition(partitions, _SLOT)
+    return rows.selectExpr("*", f"{slot} AS {_SLOT}").repartition(partitions, _SLOT)
 
 
 def _rolled_up_with_rejected(parsed: ParsedInput, spec: IngestionSpec) -> DataFrame:
