@@ -610,9 +610,13 @@ class MetadataStore:
             logger.debug("metadata log cleanup: %d entries deleted", deleted)
             # full=True: delta-rs's default ("lite") vacuum only looks at tombstones the
             # snapshot still holds, which are exactly the ones not yet past retention, so it
-            # never deletes the folded-away files.
+            # never deletes the folded-away files. On a table loaded after the cleanup: the
+            # snapshot above reads log entries the cleanup just deleted, and delta-rs fails
+            # on them ("File not found"), so no file was ever vacuumed.
             load_through_gaps(
-                lambda: table.vacuum(dry_run=False, enforce_retention_duration=True, full=True)
+                lambda: self.table.log.table().vacuum(
+                    dry_run=False, enforce_retention_duration=True, full=True
+                )
             )
 
     def _claimed_upkeep(self, datasource: str) -> UpkeepReport | None:

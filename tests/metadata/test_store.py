@@ -335,6 +335,36 @@ def test_folded_away_files_are_vacuumed_once_past_retention(tmp_path: Path) -> N
     assert len(MetadataStore(str(tmp_path / "wh")).rows(ds, kinds=[LOCK])) == 5
 
 
+def test_vacuum_after_a_cleanup_that_deleted_log_entries(tmp_path: Path) -> None:
+    """The cleanup deletes the log entries below the new checkpoint; the vacuum after it must
+    read the table as it is now, not the snapshot taken before the checkpoint, whose entries
+    are gone (delta-rs then fails with "File not found", and no file was ever vacuumed)."""
+    import os
+
+    store = MetadataStore(str(tmp_path / "wh"))
+    store.create()
+    store.table.log.table().alter.set_table_properties(
+        {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
+    )
+    ds = "cleaned"
+    for i in range(5):
+        row = lock(ds, f"l{i}", *day_after(i).key)
+        store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"c{i}", operation="t")
+    store.settle()
+    store.upkeep(ds, min_files=2)
+    store.settle()
+    old = time.time() - 3600  # every entry so far is past the log's retention
+    entries = list((Path(store.path) / "_delta_log").glob("*.json"))
+    for entry in entries:
+        os.utime(entry, (old, old))
+    time.sleep(1.5)  # and the folded-away files past theirs
+    store.checkpoint(cleanup=True)
+    data_dir = tmp_path / "wh" / "_segmentlake" / "metadata_v2" / f"datasource={ds}"
+    assert len(list(data_dir.glob("*.parquet"))) == 1  # only the fold is left
+    assert sum(1 for e in entries if e.exists()) < len(entries)  # the cleanup did delete
+    assert len(MetadataStore(str(tmp_path / "wh")).rows(ds, kinds=[LOCK])) == 5
+
+
 def test_a_log_listing_caught_between_two_new_entries_is_loaded_again(tmp_path: Path) -> None:
     """A listing taken while another process links entries can see version v + 1 without v;
     delta-rs refuses such a log, and the load is tried again once the gap closed."""
