@@ -330,17 +330,13 @@ def _in_chunk(row: Any) -> bool:
 
 
 def _rows_per(counted: DataFrame, keys: Sequence[str], carried: Sequence[str]) -> DataFrame:
-    """``counted``'s rows per ``keys`` in ``__rows``. The count also hashes every carried
-    column, and ``__rows`` depends on that hash (never null for a group that has rows), so
-    the optimizer keeps them: see :func:`tag_buckets` for why."""
-    if not carried:
-        return counted.groupBy(*keys).agg(F.expr(f"count(1) AS {_ROWS}"))
-    hashed = ", ".join(map(_q, carried))
-    grouped = counted.groupBy(*keys).agg(
-        F.expr("count(1) AS __n"), F.expr(f"max(xxhash64({hashed})) AS __h")
-    )
-    rows = f"CASE WHEN __h IS NOT NULL THEN __n ELSE 0 END AS {_ROWS}"
-    return grouped.selectExpr(*map(_q, keys), rows)
+    """``counted``'s rows per ``keys`` in ``__rows``. The count also references every carried
+    column, so the optimizer keeps them (see :func:`tag_buckets` for why): ``count(c, ...)``
+    counts the rows where none is null, never more than ``count(1)``, so the greater of the
+    two is the row count, and the optimizer cannot tell. It only tests null bits: a hash of
+    the columns per row made the count of 1.26 M rows 0.06 s slower."""
+    counts = f"greatest(count(1), count({', '.join(map(_q, carried))}))" if carried else "count(1)"
+    return counted.groupBy(*keys).agg(F.expr(f"{counts} AS {_ROWS}"))
 
 
 def _tuple_sql(dimensions: Sequence[str]) -> str:

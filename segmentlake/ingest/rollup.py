@@ -116,7 +116,7 @@ def perfect_rollup_rows(
     parallelism = default_parallelism(kept.sparkSession)
     if determines_partitions(partitions) and _has_chunks(interval, granularity, parallelism):
         by_chunk = _shuffled_by_chunk(kept, granularity, parallelism)
-        # The count hashes exactly the columns the write keeps, so both plan the same shuffle
+        # The count references exactly the columns the write keeps, so both plan the same shuffle
         # and Spark runs it once (see tag_buckets).
         carried = [TIME, *dimensions, *metrics]
         tagged = tag_buckets(by_chunk, partitions, dimensions, carried=carried, clustered_by=_SLOT)
