@@ -314,19 +314,27 @@ def test_old_log_entries_are_cleaned_and_a_lagging_reader_reloads(tmp_path: Path
     assert log.clean_log(older_than_ms=0) == 0
 
 
-def test_folded_away_files_are_vacuumed_once_past_retention(tmp_path: Path) -> None:
+def _folded_store(tmp_path: Path, ds: str) -> tuple[MetadataStore, Path]:
+    """A store whose partition ``ds`` holds five commits' files folded into one, its removed
+    files retained for 1 s (a test cannot wait the 10 minutes); and the partition's
+    directory."""
     store = MetadataStore(str(tmp_path / "wh"))
     store.create()
     store.table.log.table().alter.set_table_properties(
         {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
-    )  # a test cannot wait the 10 minutes
-    ds = "vacuumed"
+    )
     for i in range(5):
         row = lock(ds, f"l{i}", *day_after(i).key)
         store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"c{i}", operation="t")
     store.settle()
     store.upkeep(ds, min_files=2)
-    data_dir = tmp_path / "wh" / "_segmentlake" / "metadata_v2" / f"datasource={ds}"
+    store.settle()
+    return store, tmp_path / "wh" / "_segmentlake" / "metadata_v2" / f"datasource={ds}"
+
+
+def test_folded_away_files_are_vacuumed_once_past_retention(tmp_path: Path) -> None:
+    ds = "vacuumed"
+    store, data_dir = _folded_store(tmp_path, ds)
     on_disk = len(list(data_dir.glob("*.parquet")))
     assert on_disk >= 6  # five commits' files and the fold
     time.sleep(1.5)  # past retention: the tombstones have expired, the files must still go
@@ -341,25 +349,14 @@ def test_vacuum_after_a_cleanup_that_deleted_log_entries(tmp_path: Path) -> None
     are gone (delta-rs then fails with "File not found", and no file was ever vacuumed)."""
     import os
 
-    store = MetadataStore(str(tmp_path / "wh"))
-    store.create()
-    store.table.log.table().alter.set_table_properties(
-        {"delta.deletedFileRetentionDuration": "interval 1 seconds"}
-    )
     ds = "cleaned"
-    for i in range(5):
-        row = lock(ds, f"l{i}", *day_after(i).key)
-        store.commit(store.read(ds), [Change("upsert", row)], commit_id=f"c{i}", operation="t")
-    store.settle()
-    store.upkeep(ds, min_files=2)
-    store.settle()
+    store, data_dir = _folded_store(tmp_path, ds)
     old = time.time() - 3600  # every entry so far is past the log's retention
     entries = list((Path(store.path) / "_delta_log").glob("*.json"))
     for entry in entries:
         os.utime(entry, (old, old))
     time.sleep(1.5)  # and the folded-away files past theirs
     store.checkpoint(cleanup=True)
-    data_dir = tmp_path / "wh" / "_segmentlake" / "metadata_v2" / f"datasource={ds}"
     assert len(list(data_dir.glob("*.parquet"))) == 1  # only the fold is left
     assert sum(1 for e in entries if e.exists()) < len(entries)  # the cleanup did delete
     assert len(MetadataStore(str(tmp_path / "wh")).rows(ds, kinds=[LOCK])) == 5
