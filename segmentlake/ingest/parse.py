@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from segmentlake.core.granularity import WEEK_ORIGIN_MILLIS, Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
+from segmentlake.core.names import quote_identifier, sql_string
 from segmentlake.errors import SpecError, first_line
 
 __all__ = [
@@ -57,15 +58,20 @@ def is_parse_exception(reason: str | None) -> bool:
     return reason is not None and reason not in (FILTERED, OUTSIDE_INTERVAL)
 
 
-def fate_counts(reasons: Sequence[str], *, weight: Column | None = None) -> list[Column]:
+def fate_counts(reasons: Sequence[str], *, weight: str | None = None) -> list[Column]:
     """Aggregates of the input rows (``rows_in``) and of those rejected for each of
-    ``reasons`` (``reason<i>``) over parsed rows, each counting 1 — or ``weight``, over rows
-    that each stand for that many input rows (rolled-up rows with their input row count)."""
-    n = F.lit(1) if weight is None else weight
-    total = F.coalesce(F.sum(n), F.lit(0))
-    by_reason = [F.coalesce(F.sum(F.when(F.col(REASON) == F.lit(r), n)), F.lit(0)) for r in reasons]
-    named = [c.alias(f"reason{i}") for i, c in enumerate(by_reason)]
-    return [total.alias("rows_in"), *named]
+    ``reasons`` (``reason<i>``) over parsed rows, each counting 1 — or the column named
+    ``weight``, over rows that each stand for that many input rows (rolled-up rows with their
+    input row count)."""
+    # SQL text: one JVM call per aggregate, where Column functions take one per function and
+    # literal (~0.3 ms each: 55 ms of the plan's driver time with four reasons).
+    n = "1" if weight is None else quote_identifier(weight)
+    reason = quote_identifier(REASON)
+    by_reason = [
+        f"coalesce(sum(CASE WHEN {reason} = {sql_string(r)} THEN {n} END), 0) AS reason{i}"
+        for i, r in enumerate(reasons)
+    ]
+    return [F.expr(f"coalesce(sum({n}), 0) AS rows_in"), *map(F.expr, by_reason)]
 
 
 def metric_input(metric: MetricSpec) -> str:

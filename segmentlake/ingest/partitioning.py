@@ -222,7 +222,7 @@ def _hashed(
     # Every chunk of ``rolled`` is in the table (it is counted from the same rows); the
     # default only keeps a row that somehow is not in a bucket the table describes.
     bucket = _hash_bucket_sql(dims, "coalesce(__n, 1)")
-    tagged = joined.withColumn(BUCKET, F.expr(bucket)).drop("__c", "__n")
+    tagged = joined.selectExpr(*map(_q, rolled.columns), f"{bucket} AS {BUCKET}")
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:
         rows = read(wrote_rows=wrote_rows)
@@ -281,7 +281,7 @@ def _range(
     low = f"CASE WHEN {BUCKET} > 0 THEN {_START} END"
     in_range = f"({low} IS NULL OR {value} >= {low}) AND (__hi IS NULL OR {value} < __hi)"
     joined = rolled.join(F.broadcast(observed), F.expr(f"{chunk} = __c AND {in_range}"), "left")
-    tagged = joined.withColumn(BUCKET, F.expr(f"coalesce({BUCKET}, 0)")).drop("__c", _START, "__hi")
+    tagged = joined.selectExpr(*map(_q, rolled.columns), f"coalesce({BUCKET}, 0) AS {BUCKET}")
 
     def partitioning(*, wrote_rows: bool) -> Partitioning:
         rows = read(wrote_rows=wrote_rows)

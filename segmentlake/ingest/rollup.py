@@ -107,8 +107,7 @@ def perfect_rollup_rows(
         tagged = tag_buckets(rolled, partitions, dimensions, carried=[], counted=counted)
         return _stored(tagged, dimensions, metrics, key_token, by_segment=True)
     everything = _rolled_up_with_rejected(parsed, spec)
-    weight = F.col(_INPUT_ROWS)
-    kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=weight))
+    kept = everything.observe(observation, *fate_counts(parsed.reasons, weight=_INPUT_ROWS))
     # After the observation, which Spark does not push filters through: pushed below the
     # rollup, this one would change the plan that the bucket count shares (see tag_buckets).
     kept = kept.where(F.col(REASON).isNull())
@@ -136,13 +135,13 @@ def _stored(
 ) -> TaggedRows:
     """The columns a segment stores and its write key; ``by_segment`` shuffles the rows by
     that key (each segment's rows in one task), otherwise they stay where they are."""
-    keyed = tagged.frame.withColumn(SEGMENT_KEY_COLUMN, F.expr(_segment_key_sql(key_token)))
-    if by_segment:
-        keyed = keyed.repartition(SEGMENT_KEY_COLUMN)
-    rows = keyed.selectExpr(
+    rows = tagged.frame.selectExpr(
         f"timestamp_millis({_q(TIME)}) AS {_q(TIME_COLUMN)}",
-        *map(_q, [*dimensions, *metrics, SEGMENT_KEY_COLUMN]),
+        *map(_q, [*dimensions, *metrics]),
+        f"{_segment_key_sql(key_token)} AS {_q(SEGMENT_KEY_COLUMN)}",
     )
+    if by_segment:
+        rows = rows.repartition(SEGMENT_KEY_COLUMN)
     return TaggedRows(rows, tagged.partitioning)
 
 
