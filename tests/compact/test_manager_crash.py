@@ -27,7 +27,13 @@ from segmentlake.lake import Lake
 from segmentlake.metadata.records import SEGMENT, segments_from_rows
 from tests.compact.conftest import events, per_key
 from tests.compact.test_manager_scenario import rows, spec
-from tests.multiprocess_support import assert_overlapped, go, read_all_times, wait_ready
+from tests.multiprocess_support import (
+    assert_overlapped,
+    go,
+    read_all_times,
+    read_times,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -78,8 +84,6 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
     logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     names = [["a0"], ["b0"]]  # each manager's incarnations
     procs = [start(warehouse, ds, log, n[0]) for log, n in zip(logs, names, strict=True)]
-    # Kill moments count from the release of warm drivers (they need 10-20 s to start).
-    kills = sorted(rng.uniform(10, 55) for _ in procs)
     try:
         wait_ready(
             tmp_path,
@@ -88,22 +92,30 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
         )
         started = time.monotonic()
         go(tmp_path)
-        for n, at in enumerate(kills):
-            time.sleep(max(0.0, at - (time.monotonic() - started)))
-            # Appends arrive meanwhile: compacted by system jobs outside the selection.
-            more = day_rows(DAYS[n], 10_000 + 1000 * n, 120)
-            written += more
-            assert lake.append(events(spark, more), ds, spec(50)).status == "SUCCESS"
-            kill(procs[n])
-            names[n].append(f"{names[n][0][0]}{len(names[n])}")
-            procs[n] = start(warehouse, ds, logs[n], names[n][-1])  # finds "go": starts at once
+        kills: dict[int, float] = {}  # manager -> seconds after the go it was killed
+        first_jobs: dict[str, float] = {}
+        while len(kills) < len(procs):
+            for n in sorted(set(range(len(procs))) - set(kills)):
+                elapsed = time.monotonic() - started
+                if elapsed < _kill_moment(tmp_path, names[n][0], first_jobs, elapsed, rng):
+                    continue
+                kills[n] = round(elapsed, 1)
+                kill(procs[n])
+                names[n].append(f"{names[n][0][0]}{len(names[n])}")
+                procs[n] = start(warehouse, ds, logs[n], names[n][-1])  # finds "go": starts
+                # Appends arrive meanwhile (while the new driver starts): compacted by system
+                # jobs outside the selection.
+                more = day_rows(DAYS[n], 10_000 + 1000 * n, 120)
+                written += more
+                assert lake.append(events(spark, more), ds, spec(50)).status == "SUCCESS"
+            time.sleep(0.2)
         deadline = time.monotonic() + 420
         while time.monotonic() < deadline:
             status = lake.compaction_status(ds)
             finished = lake.user_compaction(ds, user.compaction_id).status == "SUCCESS"
             if finished and not status.running and not status.selections:
                 break
-            time.sleep(2)
+            time.sleep(0.5)
     finally:
         for proc in procs:
             kill(proc)
@@ -130,6 +142,21 @@ def test_killed_managers_and_compactors_restart_without_loss_or_double_work(
     assert read.agg(F.sum("edits")).first()[0] == len(written), context
     for day in DAYS:  # each day drained to one segment for the selection, + appended ones
         assert len(lake.timeline(ds).visible_segments(_day(day))) <= 3, context
+
+
+_KILL_LATEST_S = 45.0  # a manager that never finishes a job by then is killed anyway
+
+
+def _kill_moment(
+    directory: Path, name: str, first_jobs: dict[str, float], elapsed: float, rng: random.Random
+) -> float:
+    """Seconds after the go to kill manager ``name`` (its first incarnation): a random 0-3 s
+    after the test first sees one of its compactions finished (noted in ``first_jobs``), so
+    the kill lands while it works with more jobs queued, not at a moment when it may be idle
+    or done (as a kill at a random 10-55 s could); the fallback until then."""
+    if name not in first_jobs and any(op.name == "job" for op in read_times(directory, name)):
+        first_jobs[name] = elapsed + rng.uniform(0.0, 3.0)
+    return first_jobs.get(name, _KILL_LATEST_S)
 
 
 def _assert_no_generation_compacted_twice(lake: Lake, ds: str, context: str) -> None:

@@ -12,6 +12,7 @@ import sys
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
 from tests.faults.scenarios import LEASE_SECONDS, run_operation
+from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF
 
 
 def main(warehouse: str, operation: str, volume_root: str) -> None:
@@ -19,7 +20,7 @@ def main(warehouse: str, operation: str, volume_root: str) -> None:
         app_name=f"crash-worker-{operation}",
         master="local[1]",
         quiet_progress=True,
-        extra_conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+        extra_conf=SHORT_LIVED_DRIVER_CONF,
     )
     lake = Lake.open(spark, warehouse, lease_seconds=LEASE_SECONDS)
     status = run_operation(lake, operation, volume_root, lock_timeout_s=60)

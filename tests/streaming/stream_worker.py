@@ -12,6 +12,7 @@ import sys
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
 from segmentlake.streaming import append_stream
+from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF
 from tests.streaming.support import LEASE_SECONDS, SCHEMA, SPEC
 
 
@@ -20,7 +21,7 @@ def main(warehouse: str, source: str, checkpoint: str) -> None:
         app_name="stream-worker",
         master="local[1]",
         quiet_progress=True,
-        extra_conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+        extra_conf=SHORT_LIVED_DRIVER_CONF,
     )
     lake = Lake(spark, warehouse, lease_seconds=LEASE_SECONDS)
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
