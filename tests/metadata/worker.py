@@ -37,7 +37,7 @@ from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.spark import spark_session
-from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
+from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF, OpTimes, signal_ready, wait_for_go
 
 POLL_S = 0.02
 BARRIER_TIMEOUT_S = 600.0
@@ -63,16 +63,7 @@ class Worker:
             app_name=f"metadata-worker-{directory.name}",
             master="local[1]",
             quiet_progress=True,
-            extra_conf={
-                "spark.ui.enabled": "false",
-                "spark.sql.shuffle.partitions": "1",
-                "spark.default.parallelism": "1",
-                "spark.databricks.delta.snapshotPartitions": "1",
-                "spark.driver.memory": "1g",
-                # A driver living a few minutes: C1 alone starts it faster and, measured on
-                # this machine, commits no slower than with C2 compiling alongside.
-                "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-            },
+            extra_conf=SHORT_LIVED_DRIVER_CONF,
         )
         self.lakes: dict[tuple[str, float], Lake] = {}
         self.times: OpTimes | None = None
