@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup quickstart test lint format
+.PHONY: setup quickstart test test-cluster lint format
 
 setup: $(STAMP)
 	$(BIN)/python -m segmentlake.spark prepare
@@ -34,3 +34,9 @@ format: setup
 
 test: lint
 	$(BIN)/pytest
+
+# The suite once more with executors in JVMs of their own, as on a cluster (not run by CI,
+# which runs tests/spark/test_cluster_mode.py; docs/development.md). Tests that start their
+# own drivers pick their own masters, so they are left out here.
+test-cluster: setup
+	SEGMENTLAKE_TEST_MASTER='local-cluster[2,1,1536]' $(BIN)/pytest -m 'not multiprocess' -rs

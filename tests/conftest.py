@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,12 +12,14 @@ from pyspark.sql import SparkSession
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One small local session for the whole run: starting Spark costs seconds, tests don't."""
+    """One small local session for the whole run: starting Spark costs seconds, tests don't.
+    ``SEGMENTLAKE_TEST_MASTER`` runs it on another master instead, e.g.
+    ``local-cluster[2,1,1536]`` for executors in JVMs of their own (docs/development.md)."""
     from segmentlake.spark import spark_session
 
     session = spark_session(
         app_name="segmentlake-tests",
-        master="local[2]",
+        master=os.environ.get("SEGMENTLAKE_TEST_MASTER", "local[2]"),
         quiet_progress=True,
         extra_conf={
             "spark.sql.shuffle.partitions": "2",

@@ -18,7 +18,13 @@ from pathlib import Path
 from segmentlake.spark._java_build import compiled_jar
 from segmentlake.spark.jars import hadoop_api_jar
 
-__all__ = ["FILE_SYSTEM_CONF", "LOCAL_FS_CLASS", "local_fs_conf", "local_fs_jar"]
+__all__ = [
+    "FILE_SYSTEM_CONF",
+    "LOCAL_FS_CLASS",
+    "executors_in_driver",
+    "local_fs_conf",
+    "local_fs_jar",
+]
 
 LOCAL_FS_CLASS = "io.segmentlake.storage.NioLocalFileSystem"
 FILE_SYSTEM_CONF = "spark.hadoop.fs.file.impl"
@@ -31,13 +37,18 @@ def local_fs_jar() -> Path:
     return compiled_jar("localfs", _SOURCE_NAME, [hadoop_api_jar()])
 
 
+def executors_in_driver(master: str) -> bool:
+    """Whether a Spark with ``master`` runs its executors in the driver's JVM (``local``,
+    ``local[n]``); ``local-cluster[...]`` and real clusters start JVMs of their own, without
+    the driver's classpath."""
+    return master == "local" or master.startswith("local[")
+
+
 def local_fs_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
-    """The conf that gives a Spark with ``master`` the in-process local file system: only a
-    local master (its executors are the driver's JVM) and only where the caller set no
-    ``file:`` file system of its own."""
-    # local-cluster[...] runs executors in JVMs of their own, without the driver's classpath.
-    in_driver = master == "local" or master.startswith("local[")
-    if not in_driver or FILE_SYSTEM_CONF in conf:
+    """The conf that gives a Spark with ``master`` the in-process local file system: only
+    where the executors are the driver's JVM (:func:`executors_in_driver`) and only where the
+    caller set no ``file:`` file system of its own."""
+    if not executors_in_driver(master) or FILE_SYSTEM_CONF in conf:
         return {}
     jar = str(local_fs_jar())
     classpath = conf.get(_CLASSPATH)
