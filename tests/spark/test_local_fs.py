@@ -15,12 +15,16 @@ from segmentlake.spark.local_fs import LOCAL_FS_CLASS, executors_in_driver, loca
 
 pytestmark = pytest.mark.spark
 
-# The suite's master (tests/conftest.py): on local-cluster[...] the session keeps Hadoop's
-# own file system, so the tests of the class itself do not apply there.
-IN_DRIVER = executors_in_driver(os.environ.get("SEGMENTLAKE_TEST_MASTER", "local[2]"))
-needs_the_class = pytest.mark.skipif(
-    not IN_DRIVER, reason="SEGMENTLAKE_TEST_MASTER runs executors in JVMs of their own"
-)
+
+def _in_driver(spark: SparkSession) -> bool:
+    """Whether the suite's session (tests/conftest.py) runs its executors in the driver: on
+    local-cluster[...] it keeps Hadoop's own file system."""
+    return executors_in_driver(spark.sparkContext.master)
+
+
+def _needs_the_class(spark: SparkSession) -> None:
+    if not _in_driver(spark):
+        pytest.skip("the session's executors run in JVMs of their own, without the class")
 
 
 def _fs(spark: SparkSession, path: str) -> object:
@@ -38,7 +42,7 @@ def test_a_local_session_writes_through_it(spark: SparkSession, warehouse: str) 
 
     # Elsewhere the session keeps whatever Hadoop itself picks for file:.
     name = _fs(spark, table).getClass().getName()  # type: ignore[attr-defined]
-    assert (name == LOCAL_FS_CLASS) == IN_DRIVER
+    assert (name == LOCAL_FS_CLASS) == _in_driver(spark)
     assert spark.read.format("delta").load(table).count() == 10
     files = list(Path(table).rglob("*.parquet"))
     assert len(files) == 10
@@ -62,8 +66,8 @@ def test_it_sets_the_permission_asked_for(spark: SparkSession, tmp_path: Path, m
     target.chmod(0o644)
 
 
-@needs_the_class
 def test_a_missing_file_is_reported_as_missing(spark: SparkSession, tmp_path: Path) -> None:
+    _needs_the_class(spark)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     path = jvm.org.apache.hadoop.fs.Path(f"file:{tmp_path}/absent")
@@ -87,10 +91,10 @@ def test_only_a_local_master_without_its_own_file_system_gets_it() -> None:
     assert kept["spark.driver.extraClassPath"].startswith(f"/opt/a.jar{os.pathsep}")
 
 
-@needs_the_class
 def test_a_running_jvm_is_asked_whether_it_can_load_the_class(spark: SparkSession) -> None:
     from segmentlake.spark.session import _jvm_can_load
 
+    _needs_the_class(spark)
     # The session's JVM started with the jar on its classpath; one that did not would not
     # find the class, and a new session in it keeps Hadoop's file system.
     assert _jvm_can_load(LOCAL_FS_CLASS)
