@@ -32,11 +32,15 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The suite's drivers start from a class data sharing archive, built once per JDK and
+# classpath (tests/jvm_archive.py; ~85 s the first time, nothing after).
 test: lint
+	$(BIN)/python -m tests.jvm_archive
 	$(BIN)/pytest
 
 # The suite once more with executors in JVMs of their own, as on a cluster (not run by CI,
 # which runs tests/spark/test_cluster_mode.py; docs/development.md). Tests that start their
 # own drivers pick their own masters, so they are left out here.
 test-cluster: setup
+	$(BIN)/python -m tests.jvm_archive
 	SEGMENTLAKE_TEST_MASTER='local-cluster[2,1,1536]' $(BIN)/pytest -m 'not multiprocess' -rs

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
-from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
+from tests.multiprocess_support import OpTimes, driver_conf, signal_ready, wait_for_go
 
 SPEC = {
     "timestampSpec": {"column": "ts", "format": "iso"},
@@ -49,7 +49,7 @@ def main(warehouse: str, datasource: str, mode: str, directory: Path) -> None:
         app_name=f"compaction-worker-{mode}",
         master="local[1]",
         quiet_progress=True,
-        extra_conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+        extra_conf=driver_conf({"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"}),
     )
     lake = Lake(spark, warehouse, lease_seconds=10 if mode == "major-killable" else 60)
     if mode not in ("stream", "major", "major-killable"):

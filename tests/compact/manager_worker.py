@@ -20,7 +20,7 @@ from segmentlake.core.compaction_jobs import CompactionJob
 from segmentlake.ingest.task import IngestTarget
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
-from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
+from tests.multiprocess_support import OpTimes, driver_conf, signal_ready, wait_for_go
 
 
 class TimedManager(CompactionManager):
@@ -41,7 +41,7 @@ def main(warehouse: str, datasource: str, log: Path, name: str) -> None:
         app_name="manager-worker",
         master="local[1]",
         quiet_progress=True,
-        extra_conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+        extra_conf=driver_conf({"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"}),
     )
     lake = Lake(spark, warehouse, lease_seconds=20)
     times = OpTimes(log.parent, name)

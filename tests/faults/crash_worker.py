@@ -12,7 +12,7 @@ import sys
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
 from tests.faults.scenarios import LEASE_SECONDS, run_operation
-from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF
+from tests.multiprocess_support import driver_conf
 
 
 def main(warehouse: str, operation: str, volume_root: str) -> None:
@@ -20,7 +20,7 @@ def main(warehouse: str, operation: str, volume_root: str) -> None:
         app_name=f"crash-worker-{operation}",
         master="local[1]",
         quiet_progress=True,
-        extra_conf=SHORT_LIVED_DRIVER_CONF,
+        extra_conf=driver_conf(),
     )
     lake = Lake.open(spark, warehouse, lease_seconds=LEASE_SECONDS)
     status = run_operation(lake, operation, volume_root, lock_timeout_s=60)

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
-from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF, OpTimes, signal_ready, wait_for_go
+from tests.multiprocess_support import OpTimes, driver_conf, signal_ready, wait_for_go
 
 SPEC = {
     "timestampSpec": {"column": "ts", "format": "iso"},
@@ -37,7 +37,7 @@ def main(warehouse: str, datasource: str, mode: str, worker: int, directory: Pat
         app_name=f"ingest-worker-{worker}",
         master="local[1]",
         quiet_progress=True,
-        extra_conf=SHORT_LIVED_DRIVER_CONF,
+        extra_conf=driver_conf(),
     )
     if mode == "append":
         lake = Lake(spark, warehouse)

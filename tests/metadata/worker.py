@@ -37,7 +37,7 @@ from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.spark import spark_session
-from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF, OpTimes, signal_ready, wait_for_go
+from tests.multiprocess_support import OpTimes, driver_conf, signal_ready, wait_for_go
 
 POLL_S = 0.02
 BARRIER_TIMEOUT_S = 600.0
@@ -63,7 +63,7 @@ class Worker:
             app_name=f"metadata-worker-{directory.name}",
             master="local[1]",
             quiet_progress=True,
-            extra_conf=SHORT_LIVED_DRIVER_CONF,
+            extra_conf=driver_conf(),
         )
         self.lakes: dict[tuple[str, float], Lake] = {}
         self.times: OpTimes | None = None

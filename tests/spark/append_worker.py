@@ -15,7 +15,7 @@ from pathlib import Path
 
 from segmentlake.spark import spark_session
 from segmentlake.spark.logstore import LOGSTORE_CONF
-from tests.multiprocess_support import OpTimes, signal_ready, wait_for_go
+from tests.multiprocess_support import OpTimes, driver_conf, signal_ready, wait_for_go
 
 
 def main(table: str, directory: Path, worker: int, appends: int) -> None:
@@ -23,13 +23,7 @@ def main(table: str, directory: Path, worker: int, appends: int) -> None:
         app_name=f"append-worker-{worker}",
         master="local[1]",
         quiet_progress=True,
-        extra_conf={
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "1",
-            "spark.driver.memory": "1g",
-            # A short-lived driver spends its life warming up: C1 alone starts it much faster.
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        },
+        extra_conf=driver_conf(),
     )
     jvm = spark.sparkContext._jvm
     assert jvm is not None

@@ -14,7 +14,7 @@ import sys
 
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
-from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF
+from tests.multiprocess_support import driver_conf
 
 MASTER = "local-cluster[1,1,1024]"
 START_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
@@ -41,7 +41,7 @@ def main(warehouse: str) -> None:
         app_name="cluster-worker",
         master=MASTER,
         quiet_progress=True,
-        extra_conf=SHORT_LIVED_DRIVER_CONF,
+        extra_conf=driver_conf(),
     )
     sc = spark.sparkContext
     lake = Lake(spark, warehouse)

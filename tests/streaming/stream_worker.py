@@ -12,7 +12,7 @@ import sys
 from segmentlake.lake import Lake
 from segmentlake.spark import spark_session
 from segmentlake.streaming import append_stream
-from tests.multiprocess_support import SHORT_LIVED_DRIVER_CONF
+from tests.multiprocess_support import driver_conf
 from tests.streaming.support import LEASE_SECONDS, SCHEMA, SPEC
 
 
@@ -21,7 +21,7 @@ def main(warehouse: str, source: str, checkpoint: str) -> None:
         app_name="stream-worker",
         master="local[1]",
         quiet_progress=True,
-        extra_conf=SHORT_LIVED_DRIVER_CONF,
+        extra_conf=driver_conf(),
     )
     lake = Lake(spark, warehouse, lease_seconds=LEASE_SECONDS)
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
