@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -50,17 +51,11 @@ def run(use_archive: bool) -> dict[str, float]:
         text=True,
         check=True,
         cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), **_env()},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     ).stdout
     times: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     times["total"] = sum(times.values())
     return times
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def main() -> None:
