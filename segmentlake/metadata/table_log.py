@@ -99,7 +99,18 @@ class TableLog:
         return DeltaTable.is_deltatable(self.delta_uri, self.storage_options or None)
 
     def version(self) -> int:
-        """The latest version, -1 when there is no table yet."""
+        """The latest version, -1 when there is no table yet. On a local file system it is
+        the newest entry the log's directory lists: loading a snapshot to learn it costs
+        what the table's files cost (~45 ms at 10^4 files, twice per append), a listing
+        does not. Object stores load the snapshot: their listings are paged and a log's
+        history can be long, where delta-rs lists from the last checkpoint."""
+        if self.local:
+            try:
+                names = os.listdir(f"{self._root}/_delta_log")
+            except FileNotFoundError:
+                return -1
+            versions = [v for v in map(_log_version, names) if v is not None]
+            return max(versions, default=-1)
         try:
             return int(self.table().version())
         except TableNotFoundError:
