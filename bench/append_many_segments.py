@@ -6,12 +6,17 @@ publish time (``LockRefused``). Here it runs on real Spark and the local warehou
 
     .venv/bin/python bench/append_many_segments.py                  # 200k rows, 10,000 hours
     .venv/bin/python bench/append_many_segments.py --hours 1000     # quicker
+    .venv/bin/python bench/append_many_segments.py --small-appends 0   # the big append only
 
 Reported: the append's status, segments, its phases (parse, lock, write, allocate, publish),
 metadata commits and retries, the Python driver's peak RSS growth, a cold ``timeline()`` of
 the datasource, and the read-back count. The plain way is the same rows appended to a Delta
 table partitioned by hour (``partitionBy("hour")``: what a Delta user would write), measured
-in the same run, alternating with segmentlake; ratio = segmentlake / plain.
+in the same run; ratio = segmentlake / plain.
+
+Then ``--small-appends`` rounds of what a stream does next: 100 rows into one hour, appended to
+the datasource of 10^4 segments and to the plain table of 10^4 hour partitions, alternating
+which goes first; medians after the first (uncounted, warm-up) round, with the append's phases.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import logging
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -30,6 +36,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ingest_read import alternating
 
 from segmentlake.lake import Lake
 from segmentlake.spark.session import spark_session
@@ -63,6 +71,34 @@ SPEC = {
 }
 
 
+def small_appends(lake: Lake, small: DataFrame, plain: Path, rounds: int) -> dict:
+    """``rounds`` appends of ``small`` into the big datasource and into the plain table,
+    alternating which goes first; medians of all rounds but the first."""
+    hourly = small.withColumn("hour", F.date_trunc("hour", F.col("timestamp")))
+    phases: list[dict[str, float]] = []
+
+    def ours(_: int) -> None:
+        report = lake.append(small, "many", SPEC)
+        assert report.status == "SUCCESS", report.error
+        phases.append(report.phases)
+
+    def theirs(_: int) -> None:
+        hourly.write.format("delta").mode("append").partitionBy("hour").save(str(plain))
+
+    plain_s, lake_s = alternating(rounds, theirs, ours)
+    med = statistics.median
+    return {
+        "rows": small.count(),
+        "rounds_counted": rounds - 1,
+        "segmentlake_s": round(med(lake_s[1:]), 3),
+        "plain_s": round(med(plain_s[1:]), 3),
+        "ratio": round(med(lake_s[1:]) / med(plain_s[1:]), 2),
+        "phases_s": {k: round(med([p.get(k, 0.0) for p in phases[1:]]), 3) for k in phases[0]},
+        "segmentlake_runs_s": [round(x, 3) for x in lake_s],
+        "plain_runs_s": [round(x, 3) for x in plain_s],
+    }
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -71,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--hours", type=int, default=10_000)
+    parser.add_argument("--small-appends", type=int, default=7)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     spark = spark_session(app_name="bench-append-many", quiet_progress=True, extra_conf=CONF)
@@ -122,6 +159,9 @@ def main() -> None:
             "read_back_rows": read_back,
             "read_back_s": round(read_s, 1),
         }
+        if args.small_appends > 0 and report.status == "SUCCESS":
+            small = make_input(spark, str(root / "small"), 100, 1)
+            result["small_appends"] = small_appends(lake, small, root / "plain", args.small_appends)
         print(json.dumps(result, indent=2))
         if report.status != "SUCCESS" or read_back != rows:
             raise SystemExit("the append failed or lost rows")
