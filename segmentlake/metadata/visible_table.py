@@ -289,21 +289,46 @@ def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
         "|",
     )
     encoded = pc.dictionary_encode(ids).combine_chunks()
-    chunks = [_chunk_of(text) for text in encoded.dictionary.to_pylist()]
-    wins: dict[_ChunkId, list[tuple[int, int]]] = {}
-    for start, end, chunk in winning_pieces(list(chunks), -(2**62), 2**62):
-        wins.setdefault(chunk, []).append((start, end))
-    # Nearly every chunk wins all of its interval: its plain segments are served whole.
-    whole = [i for i, c in enumerate(chunks) if wins.get(c) == [(c.start, c.end)]]
     plain = pc.invert(pc.fill_null(pc.match_substring(records["payload"], '"interval"'), False))
-    fast = pc.and_(
-        pc.and_(pc.is_in(encoded.indices, pa.array(whole, encoded.indices.type)), plain),
-        pc.is_valid(records["load_key"]),  # a tombstone hides and serves no rows
-    )
+    served_rows = pc.is_valid(records["load_key"])  # a tombstone hides and serves no rows
+    if _disjoint_chunks(records):
+        # Each chunk wins all of its interval (one HOUR chunk per segment, say): no chunk
+        # objects and no sweep, which took 0.1 s of Python per 10^4 chunks on every sync.
+        texts = encoded.dictionary
+
+        def chunk_at(i: int) -> _ChunkId:
+            return _chunk_of(texts[i].as_py())
+
+        def wins_of(chunk: _ChunkId) -> list[tuple[int, int]]:
+            return [(chunk.start, chunk.end)]
+
+        fast = pc.and_(plain, served_rows)
+    else:
+        chunks = [_chunk_of(text) for text in encoded.dictionary.to_pylist()]
+        wins: dict[_ChunkId, list[tuple[int, int]]] = {}
+        for start, end, chunk in winning_pieces(list(chunks), -(2**62), 2**62):
+            wins.setdefault(chunk, []).append((start, end))
+
+        def chunk_at(i: int) -> _ChunkId:
+            return chunks[i]
+
+        def wins_of(chunk: _ChunkId) -> list[tuple[int, int]]:
+            return wins.get(chunk, [])
+
+        # Nearly every chunk wins all of its interval: its plain segments are served whole.
+        whole = [i for i, c in enumerate(chunks) if wins.get(c) == [(c.start, c.end)]]
+        in_whole = pc.is_in(encoded.indices, pa.array(whole, encoded.indices.type))
+        fast = pc.and_(pc.and_(in_whole, plain), served_rows)
     keys = records["load_key"].to_pylist()
-    shared = records["shared"].to_pylist()
-    paths = _load_paths(shared)
-    all_rows = {text: _Served(path, None) for text, path in paths.items()}
+    # The load path's JSON, a few distinct texts: by number (10^4 Python strings of it took
+    # 39 ms a sync).
+    shared_codes = pc.dictionary_encode(records["shared"]).combine_chunks()
+    load_texts: list[str | None] = [*shared_codes.dictionary.to_pylist(), None]
+    no_text = len(load_texts) - 1
+    shared = [no_text if c is None else c for c in shared_codes.indices.to_pylist()]
+    by_text = _load_paths(load_texts)
+    paths = [by_text[text] for text in load_texts]
+    all_rows = [_Served(path, None) for path in paths]
     is_fast = fast.to_pylist()
     # A key also named by a record served in part goes the slow way in record order.
     slow_keys = {k for k, f in zip(keys, is_fast, strict=True) if not f and k is not None}
@@ -319,12 +344,12 @@ def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
     index = encoded.indices.to_pylist()
     payloads = records["payload"].to_pylist()
     for i in slow:
-        key, chunk, payload = keys[i], chunks[index[i]], payloads[i]
+        key, chunk, payload = keys[i], chunk_at(index[i]), payloads[i]
         if is_fast[i] and key not in served:
             served[key] = all_rows[shared[i]]
             continue
         rows = _rows_range(payload, chunk)
-        ranges = _clipped(wins.get(chunk, []), rows)
+        ranges = _clipped(wins_of(chunk), rows)
         earlier = served.get(key)
         if earlier is not None:  # two records naming one key's rows: serve the union
             ranges = _union(earlier.ranges, ranges, rows)
@@ -335,6 +360,23 @@ def _served(store: MetadataStore, datasource: str) -> dict[str, _Served]:
 def _chunk_of(text: str) -> _ChunkId:
     start, end, version = text.split("|", 2)
     return _ChunkId(int(start), int(end), version)
+
+
+def _disjoint_chunks(records: pa.Table) -> bool:
+    """Whether the records' distinct chunks (interval and version) overlap none of the
+    others, told in Arrow: sorted by start, each chunk ends where or before the next begins
+    (two versions of one interval, or a DAY over its HOURs, overlap)."""
+    chunks = (
+        records.select(["start_ms", "end_ms", "version"])
+        .group_by(["start_ms", "end_ms", "version"])
+        .aggregate([])
+    )
+    if chunks.num_rows < 2:
+        return True
+    order = pc.sort_indices(chunks, [("start_ms", "ascending"), ("end_ms", "ascending")])
+    starts = pc.take(chunks["start_ms"], order).to_numpy()
+    ends = pc.take(chunks["end_ms"], order).to_numpy()
+    return bool((ends[:-1] <= starts[1:]).all())
 
 
 def _load_paths(shared: Sequence[str | None]) -> dict[str | None, str]:

@@ -148,3 +148,31 @@ def test_a_lagging_visible_table_is_told_and_caught_up(warehouse: str) -> None:
     again = sync_visible_table(lake.metadata, DS)
     assert again.already_current
     assert again.table_version == DeltaTable(visible_table_path(lake.warehouse, DS)).version()
+
+
+@pytest.mark.parametrize(
+    ("chunks", "disjoint"),
+    [
+        ([(0, 1, "v1")], True),
+        ([(0, 1, "v1"), (1, 2, "v1"), (5, 6, "v2"), (0, 1, "v1")], True),  # repeats are one
+        ([(0, 1, "v1"), (0, 1, "v2")], False),  # two versions of one interval
+        ([(0, 24, "v2"), (3, 4, "v1")], False),  # a DAY over one of its HOURs
+        ([(0, 2, "v1"), (1, 3, "v1")], False),  # overlapping by an instant
+    ],
+)
+def test_chunks_are_told_disjoint_only_when_none_overlaps(
+    chunks: list[tuple[int, int, str]], disjoint: bool
+) -> None:
+    """The sync's shortcut (each chunk serves all of its interval) holds only when no two
+    distinct chunks overlap; otherwise the versions are weighed."""
+    from segmentlake.metadata.visible_table import _disjoint_chunks
+
+    starts, ends, versions = zip(*chunks, strict=True)
+    records = pa.table(
+        {
+            "start_ms": pa.array(starts, pa.int64()),
+            "end_ms": pa.array(ends, pa.int64()),
+            "version": versions,
+        }
+    )
+    assert _disjoint_chunks(records) is disjoint
