@@ -24,6 +24,7 @@ to the part of the copy's chunk that is visible when the chunk is finer than the
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -107,25 +108,21 @@ class _Chunks:
         self.pending = pending
         self.published = published
         self.known: dict[_ChunkKey, _TargetChunk] = {}
-        # Distinct chunks, computed once: a publish of 10^4 segments over 10^4 used ones
-        # must not compare every pair of rows.
-        self.used_chunks = sorted({(r["start_ms"], r["end_ms"], r["version"]) for r in used})
-        self.newest = max((k[2] for k in self.used_chunks), default="")
-        self.published_chunks = sorted(
+        # Distinct chunks, indexed once: a publish of 10^4 segments over 10^4 used ones must
+        # not compare every pair (it did: 10^8 comparisons, 5 s of a 10^4-segment append).
+        self.used_chunks = _ChunkIndex({(r["start_ms"], r["end_ms"], r["version"]) for r in used})
+        self.published_chunks = _ChunkIndex(
             {(p.interval.start_millis, p.interval.end_millis, p.version) for p in published}
         )
 
     def copy_into_newer(self, source: DataSegment, *, only_published: bool) -> list[DataSegment]:
         """A copy of ``source`` in each newer chunk overlapping it that lacks one."""
         span = source.rows_interval
-        newer = {k for k in self.published_chunks if k[2] > source.version}
-        if not only_published and self.newest > source.version:
-            newer.update(k for k in self.used_chunks if k[2] > source.version)
+        newer = self.published_chunks.newer_overlapping(source.version, span)
+        if not only_published:
+            newer.update(self.used_chunks.newer_overlapping(source.version, span))
         copies = []
         for key in sorted(newer):
-            start, end, version = key
-            if version <= source.version or start >= span.end_millis or end <= span.start_millis:
-                continue
             chunk = self._chunk(key)
             if chunk.tombstone or _key(source) in chunk.keys:
                 continue
@@ -162,6 +159,29 @@ class _Chunks:
             )
             self.known[key] = chunk
         return chunk
+
+
+class _ChunkIndex:
+    """Chunks by start, to find those of a newer version overlapping an interval without
+    looking at every chunk: an overlapping chunk starts before the interval's end and at
+    most the longest chunk's length before its start."""
+
+    def __init__(self, chunks: set[_ChunkKey]) -> None:
+        self.chunks = sorted(chunks)
+        self.starts = [c[0] for c in self.chunks]
+        self.longest = max((c[1] - c[0] for c in self.chunks), default=0)
+        self.newest = max((c[2] for c in self.chunks), default="")
+
+    def newer_overlapping(self, version: str, span: Interval) -> set[_ChunkKey]:
+        if self.newest <= version:  # the common case: nothing newer at all
+            return set()
+        low = bisect_right(self.starts, span.start_millis - self.longest)
+        high = bisect_left(self.starts, span.end_millis)
+        return {
+            c
+            for c in self.chunks[low:high]
+            if c[2] > version and c[1] > span.start_millis and c[0] < span.end_millis
+        }
 
 
 def _key(segment: DataSegment) -> str:

@@ -103,3 +103,32 @@ def test_finer_requests_landing_in_one_coarser_chunk_get_distinct_ids(lake: Lake
     )
     assert published.segments == 3
     assert len(lake.used_segments(ds)) == 4
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_chunk_index_finds_what_comparing_every_chunk_finds(seed: int) -> None:
+    # Mixed granularities (hours, days, a year) and versions: the index must find exactly
+    # the newer chunks overlapping a span that a comparison with every chunk finds.
+    import random
+
+    from segmentlake.metadata.upgrade import _ChunkIndex
+
+    rng = random.Random(seed)
+    hour = 3_600_000
+    chunks = set()
+    for _ in range(300):
+        length = rng.choice([hour, 24 * hour, 365 * 24 * hour])
+        start = rng.randrange(0, 400 * 24) * hour // length * length
+        chunks.add((start, start + length, f"v{rng.randrange(6)}"))
+    index = _ChunkIndex(chunks)
+    for _ in range(300):
+        start = rng.randrange(0, 400 * 24 * hour)
+        span = Interval.of_millis(start, start + rng.choice([1, hour, 5 * 24 * hour]))
+        version = f"v{rng.randrange(7)}"
+        expected = {
+            c
+            for c in chunks
+            if c[2] > version and c[0] < span.end_millis and c[1] > span.start_millis
+        }
+        assert index.newer_overlapping(version, span) == expected
+    assert _ChunkIndex(set()).newer_overlapping("v0", span) == set()
