@@ -6,7 +6,7 @@ publish time (``LockRefused``). Here it runs on real Spark and the local warehou
 
     .venv/bin/python bench/append_many_segments.py                  # 200k rows, 10,000 hours
     .venv/bin/python bench/append_many_segments.py --hours 1000     # quicker
-    .venv/bin/python bench/append_many_segments.py --small-appends 0   # the big append only
+    .venv/bin/python bench/append_many_segments.py --small-appends 0 --syncs 0  # the big append
 
 Reported: the append's status, segments, its phases (parse, lock, write, allocate, publish),
 metadata commits and retries, the Python driver's peak RSS growth, a cold ``timeline()`` of
@@ -17,6 +17,12 @@ in the same run; ratio = segmentlake / plain.
 Then ``--small-appends`` rounds of what a stream does next: 100 rows into one hour, appended to
 the datasource of 10^4 segments and to the plain table of 10^4 hour partitions, alternating
 which goes first; medians after the first (uncounted, warm-up) round, with the append's phases.
+
+Then ``--syncs`` rounds of the visible table's sync alone at 10^4 segments, each after one
+segment was marked unused or used again (its files leave or join the visible table): the
+median in the thread that synced before (it follows both tables' logs), one sync in a thread
+that never synced (it loads both tables' files first), and one that rebuilds the visible
+table from nothing (10^4 add actions with their stats).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ingest_read import alternating
 
 from segmentlake.lake import Lake
+from segmentlake.metadata.visible_table import (
+    sync_visible_table,
+    syncs_deferred,
+    visible_table_path,
+)
 from segmentlake.spark.session import spark_session
 
 CONF = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
@@ -99,6 +111,54 @@ def small_appends(lake: Lake, small: DataFrame, plain: Path, rounds: int) -> dic
     }
 
 
+def syncs(lake: Lake, rounds: int) -> dict:
+    """The visible table's sync at the datasource's size: warm (this thread synced before),
+    cold (a thread that never did) and a rebuild (the visible table deleted)."""
+    visible = lake.timeline("many").visible_segments()
+    segment = visible[len(visible) // 2].id
+    warm = []
+    for i in range(rounds):
+        with syncs_deferred():
+            (lake.mark_unused if i % 2 == 0 else lake.mark_used)([segment])
+        started = time.perf_counter()
+        report = sync_visible_table(lake.metadata, "many")
+        warm.append(time.perf_counter() - started)
+        assert report.added + report.removed > 0, report
+    if rounds % 2:
+        lake.mark_used([segment])
+
+    def timed_in_new_thread() -> float:
+        took: list[float] = []
+
+        def run() -> None:
+            started = time.perf_counter()
+            sync_visible_table(lake.metadata, "many")
+            took.append(time.perf_counter() - started)
+
+        with syncs_deferred():
+            lake.mark_unused([segment])
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+        lake.mark_used([segment])
+        return took[0]
+
+    cold = timed_in_new_thread()
+    shutil.rmtree(visible_table_path(lake.warehouse, "many"))
+    started = time.perf_counter()
+    rebuilt = sync_visible_table(lake.metadata, "many")
+    rebuild = time.perf_counter() - started
+    return {
+        "segments": len(visible),
+        "rounds": rounds,
+        "warm_median_ms": round(statistics.median(warm[1:]) * 1000, 1),
+        "warm_runs_ms": [round(x * 1000, 1) for x in warm],
+        "cold_thread_ms": round(cold * 1000, 1),
+        "rebuild_ms": round(rebuild * 1000, 1),
+        "rebuild_added_files": rebuilt.added,
+    }
+
+
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -108,6 +168,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--hours", type=int, default=10_000)
     parser.add_argument("--small-appends", type=int, default=7)
+    parser.add_argument("--syncs", type=int, default=12)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     spark = spark_session(app_name="bench-append-many", quiet_progress=True, extra_conf=CONF)
@@ -162,6 +223,8 @@ def main() -> None:
         if args.small_appends > 0 and report.status == "SUCCESS":
             small = make_input(spark, str(root / "small"), 100, 1)
             result["small_appends"] = small_appends(lake, small, root / "plain", args.small_appends)
+        if args.syncs > 0 and report.status == "SUCCESS":
+            result["visible_table_sync"] = syncs(lake, args.syncs)
         print(json.dumps(result, indent=2))
         if report.status != "SUCCESS" or read_back != rows:
             raise SystemExit("the append failed or lost rows")

@@ -142,6 +142,22 @@ class TableLog:
             return None
         return [orjson.loads(line) for line in data.splitlines() if line.strip()]
 
+    def entry_stamp(self, version: int) -> tuple[int, int] | None:
+        """Log entry ``version``'s modification time (ns) and size, None when there is no such
+        entry: a reader that followed the log to ``version`` tells by it that the table was
+        not deleted and created again under it (an entry, once written, never changes)."""
+        name = self.full(f"_delta_log/{version:020d}.json")
+        if self.local:
+            try:
+                found = os.stat(name)
+            except FileNotFoundError:
+                return None
+            return found.st_mtime_ns, found.st_size
+        info = self.fs.get_file_info(name)
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return info.mtime_ns or 0, info.size or 0
+
     def put_entry_if_absent(self, version: int, text: str) -> bool:
         """Write log entry ``version`` unless it exists (local file systems only): a complete
         temporary file hard-linked to the entry's name, which fails when the name is taken,

@@ -28,7 +28,6 @@ import contextvars
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import threading
@@ -37,9 +36,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
-from urllib.parse import quote
 
 import orjson
 import pyarrow as pa
@@ -52,6 +49,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, datasource_table_path
 from segmentlake.core.timeline import VISIBLE, winning_pieces
 from segmentlake.metadata.records import SEGMENT
+from segmentlake.metadata.segment_files import SegmentFiles, same_schema
 from segmentlake.metadata.store import MetadataStore
 from segmentlake.metadata.table_log import TableLog, load_through_gaps, local_path
 from segmentlake.metadata.visible_clips import Clip, write_clip
@@ -170,15 +168,15 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         if table is None:
             _create(visible, storage)
             continue
-        base = int(table.version())
+        base = table.version
         applied = table.transaction_version(VISIBLE_APP_ID)
         if applied is not None and _unchanged(store, datasource, applied, metadata_version):
             return SyncReport(datasource, metadata_version, base, already_current=True)
-        source = _latest(storage)
+        source = _followed(storage)
         wanted = _wanted_files(_served(store, datasource), visible, source, storage)
-        current = _current_files(table)
-        adds = wanted.adds([path for path in wanted.paths if path not in current])
-        removes = [_remove(p, f) for p, f in current.items() if p not in wanted.paths]
+        current = table.files
+        adds = wanted.adds(sorted(wanted.paths.keys() - current.keys()))
+        removes = [_remove(p, current[p]) for p in sorted(current.keys() - wanted.paths.keys())]
         if not adds and not removes:
             return SyncReport(datasource, metadata_version, base)
         schema = _schema_change(source, table)
@@ -199,36 +197,31 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
     )
 
 
-def _load(visible: TableLog) -> DeltaTable | None:
+def _load(visible: TableLog) -> SegmentFiles | None:
     """The visible table's latest version, None when there is none yet."""
     if not _has_table(visible):
         return None
     try:
-        return _latest(visible)
+        return _followed(visible)
     except TableNotFoundError:
         return None
 
 
-# Per thread (a delta-rs table object is not for sharing between threads), the tables this
-# thread synced last: brought up to date by reading only the log entries after the version
-# they hold, instead of loading a snapshot of every file again (a cost that grows with the
-# table's files; docs/decisions.md, "Measurements behind the code").
+# Per thread (the file lists are not for sharing between threads), the tables this thread
+# synced last, followed by their logs' new entries instead of loaded again (a cost that grows
+# with the table's files; docs/decisions.md, "Measurements behind the code").
 _tables = threading.local()
 
 
-def _latest(log: TableLog) -> DeltaTable:
-    cache: dict[str, DeltaTable] | None = getattr(_tables, "by_uri", None)
+def _followed(log: TableLog) -> SegmentFiles:
+    cache: dict[str, SegmentFiles] | None = getattr(_tables, "by_uri", None)
     if cache is None:
         cache = _tables.by_uri = {}
-    table = cache.get(log.uri)
-    if table is not None:
-        try:
-            load_through_gaps(table.update_incremental)
-            return table
-        except Exception as e:  # replaced, vacuumed past, unreadable: load it whole
-            logger.debug("reloading %s: %s", log.uri, e)
-    cache[log.uri] = table = log.table()
-    return table
+    files = cache.get(log.uri)
+    if files is not None:
+        return files.refresh()
+    cache[log.uri] = files = SegmentFiles(log)
+    return files
 
 
 def current_version(store: MetadataStore, datasource: str) -> int | None:
@@ -245,7 +238,7 @@ def current_version(store: MetadataStore, datasource: str) -> int | None:
     applied = table.transaction_version(VISIBLE_APP_ID)
     if applied is None or not _unchanged(store, datasource, applied, metadata_version):
         return None
-    return int(table.version())
+    return table.version
 
 
 def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:
@@ -438,157 +431,57 @@ class _Wanted:
     only for the ones it lacks (most syncs add a few files to thousands)."""
 
     def __init__(self) -> None:
-        self.paths: dict[str, tuple[pa.Table, int] | dict[str, Any]] = {}
+        # A file of a table (its URI is the table's root and its path), or a clip's add.
+        self.paths: dict[str, SegmentFiles | dict[str, Any]] = {}
         self.clipped = 0
 
-    def adds(self, paths: Sequence[str]) -> list[dict[str, Any]]:
-        ready = [a for a in map(self.paths.__getitem__, paths) if isinstance(a, dict)]
-        rows: dict[int, tuple[pa.Table, list[int]]] = {}
-        for path in paths:
-            found = self.paths[path]
+    def adds(self, uris: Sequence[str]) -> list[dict[str, Any]]:
+        ready = [a for a in map(self.paths.__getitem__, uris) if isinstance(a, dict)]
+        by_table: dict[int, tuple[SegmentFiles, list[tuple[str, str]]]] = {}
+        for uri in uris:
+            found = self.paths[uri]
             if not isinstance(found, dict):
-                rows.setdefault(id(found[0]), (found[0], []))[1].append(found[1])
-        for actions, indices in rows.values():
-            ready += _add_actions(actions.take(indices))
+                pair = (uri.removeprefix(found.root), uri)
+                by_table.setdefault(id(found), (found, []))[1].append(pair)
+        for table, files in by_table.values():
+            ready += table.add_actions(files)
         return ready
 
 
 def _wanted_files(
-    served: Mapping[str, _Served], visible: TableLog, source: DeltaTable, storage: TableLog
+    served: Mapping[str, _Served], visible: TableLog, source: SegmentFiles, storage: TableLog
 ) -> _Wanted:
     """Every file of the served keys (the datasource table's, or a clip)."""
-    by_table: dict[str, dict[str, _Served]] = {}
-    for key, serving in served.items():
-        by_table.setdefault(serving.load_path or storage.uri, {})[key] = serving
+    tables: dict[str, tuple[TableLog, SegmentFiles, list[str]]] = {}
     wanted = _Wanted()
-    for path, keys in by_table.items():
-        log = (
-            storage
-            if path == storage.uri
-            else TableLog(path, storage_options=storage.storage_options)
-        )
-        actions = _live_files(source if log is storage else log.table(), log.uri, set(keys))
-        partial = {k: s for k, s in keys.items() if s.ranges is not None}
-        for i, (uri, key) in enumerate(
-            zip(actions["uri"].to_pylist(), actions[_KEY].to_pylist(), strict=True)
-        ):
-            if key not in partial:
-                wanted.paths[uri] = (actions, i)
-        for key, serving in partial.items():
-            files = actions.filter(pc.equal(actions[_KEY], key))["uri"].to_pylist()
-            if files:
-                assert serving.ranges is not None
-                clip = _clip(log, visible, key, files, serving.ranges)
-                wanted.paths[clip.add["path"]] = clip.add
-                wanted.clipped += 1
+    for key, serving in served.items():
+        found = tables.get(serving.load_path)
+        if found is None:
+            found = tables[serving.load_path] = _table_at(serving.load_path, source, storage)
+        log, files, whole = found
+        uris = files.paths_of(key).values()
+        if not uris:
+            continue
+        if serving.ranges is None:
+            whole.extend(uris)  # per key, not per file: 10^4 keys a sync
+            continue
+        clip = _clip(log, visible, key, sorted(uris), serving.ranges)
+        wanted.paths[clip.add["path"]] = clip.add
+        wanted.clipped += 1
+    for _, files, whole in tables.values():
+        wanted.paths.update(dict.fromkeys(whole, files))
     return wanted
 
 
-_KEY = f"partition.{SEGMENT_KEY_COLUMN}"
-
-
-def _live_files(source: DeltaTable, uri: str, keys: set[str]) -> pa.Table:
-    """The datasource table's live files of ``keys`` (delta-rs's flattened add actions),
-    with ``uri``: each file's absolute URI."""
-    actions = pa.table(source.get_add_actions(flatten=True))
-    if _KEY not in actions.column_names:
-        return actions.append_column("uri", pa.array([], pa.string())).slice(0, 0)
-    actions = actions.filter(pc.is_in(actions[_KEY], pa.array(sorted(keys), pa.string())))
-    uris = pc.binary_join_element_wise(_uri_root(uri) + "/", actions["path"], "")
-    return actions.append_column("uri", uris)
-
-
-def _add_actions(actions: pa.Table) -> list[dict[str, Any]]:
-    """Add actions naming the files of ``actions`` by URI, with their stats."""
-    stats = _Stats(actions)
-    return [
-        {
-            "path": uri,
-            "partitionValues": {SEGMENT_KEY_COLUMN: key},
-            "size": int(size),
-            "modificationTime": int(mtime),
-            "dataChange": True,
-            "stats": stats.json(i),
-        }
-        for i, (uri, size, mtime, key) in enumerate(
-            zip(
-                actions["uri"].to_pylist(),
-                actions["size_bytes"].to_pylist(),
-                actions["modification_time"].to_pylist(),
-                actions[_KEY].to_pylist(),
-                strict=True,
-            )
-        )
-    ]
-
-
-class _Stats:
-    """Delta's stats JSON of each file, rebuilt from delta-rs's flattened columns."""
-
-    def __init__(self, actions: pa.Table) -> None:
-        self.records = (
-            actions["num_records"].to_pylist() if "num_records" in actions.column_names else None
-        )
-        self.parts: dict[str, dict[str, list[Any]]] = {
-            "minValues": {},
-            "maxValues": {},
-            "nullCount": {},
-        }
-        for name in actions.column_names:
-            for prefix, part in (
-                ("min.", "minValues"),
-                ("max.", "maxValues"),
-                ("null_count.", "nullCount"),
-            ):
-                if name.startswith(prefix):
-                    self.parts[part][name.removeprefix(prefix)] = actions[name].to_pylist()
-
-    def json(self, i: int) -> str | None:
-        if self.records is None or self.records[i] is None:
-            return None
-        stats: dict[str, Any] = {"numRecords": int(self.records[i])}
-        for part, columns in self.parts.items():
-            values = {c: _stat(v[i]) for c, v in columns.items() if v[i] is not None}
-            if values:
-                stats[part] = _nested(values)
-        return json.dumps(stats, separators=(",", ":"))
-
-
-def _stat(value: Any) -> Any:
-    """A min/max value as Delta's stats JSON holds it, or None to leave it out (a reader then
-    reads the file: slower, never wrong)."""
-    if isinstance(value, datetime):  # ISO-8601 with milliseconds; UTC marked when zoned
-        text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
-        return text + "Z" if value.tzinfo is not None else text
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool | int | str):
-        return value
-    return None  # decimals, binary, nested values: no stat
-
-
-def _nested(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"a.b": 1}`` as ``{"a": {"b": 1}}`` (delta-rs flattens struct columns' stats)."""
-    out: dict[str, Any] = {}
-    for name, value in flat.items():
-        if value is None:
-            continue
-        *parents, leaf = name.split(".")
-        node = out
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[leaf] = value
-    return out
-
-
-def _uri_root(uri: str) -> str:
-    """A table root as the absolute URI its add actions' relative paths are appended to."""
-    local = local_path(uri)
-    if local is None:
-        return uri.rstrip("/")
-    return "file://" + quote(os.path.abspath(local))
+def _table_at(
+    load_path: str, source: SegmentFiles, storage: TableLog
+) -> tuple[TableLog, SegmentFiles, list[str]]:
+    """The table a load path names (most often the datasource table), its files, and a list
+    for the URIs of its files served whole."""
+    if not load_path or load_path == storage.uri:
+        return storage, source, []
+    log = TableLog(load_path, storage_options=storage.storage_options)
+    return log, _followed(log), []
 
 
 def _clip(
@@ -602,14 +495,6 @@ def _clip(
     process finds it written and reuses it."""
     digest = hashlib.sha256(orjson.dumps([key, sorted(files), list(ranges)])).hexdigest()[:24]
     return write_clip(storage, visible, key, files, ranges, name=digest)
-
-
-def _current_files(table: DeltaTable) -> dict[str, tuple[int, str | None]]:
-    """The visible table's files: path -> (size, ``__segment`` value)."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    keys = actions[_KEY].to_pylist() if _KEY in actions.column_names else [None] * len(actions)
-    sizes = actions["size_bytes"].to_pylist()
-    return {p: (int(sizes[i]), keys[i]) for i, p in enumerate(actions["path"].to_pylist())}
 
 
 def _remove(path: str, file: tuple[int, str | None]) -> dict[str, Any]:
@@ -673,19 +558,17 @@ def _metadata_action(source: DeltaTable) -> dict[str, Any]:
     }
 
 
-def _schema_change(source_table: DeltaTable, table: DeltaTable) -> dict[str, Any] | None:
+def _schema_change(source: SegmentFiles, table: SegmentFiles) -> dict[str, Any] | None:
     """A new ``metaData`` when the datasource table's schema grew (a new dimension)."""
-    source = source_table.schema().to_json()
-    if source == table.schema().to_json():
+    if same_schema(source.schema_json, table.schema_json):
         return None
-    metadata = table.metadata()
     return {
-        "id": metadata.id,
+        "id": table.metadata["id"],
         "format": {"provider": "parquet", "options": {}},
-        "schemaString": source,
+        "schemaString": source.schema_json,
         "partitionColumns": [SEGMENT_KEY_COLUMN],
-        "configuration": dict(metadata.configuration),
-        "createdTime": metadata.created_time,
+        "configuration": table.metadata["configuration"],
+        "createdTime": table.metadata["createdTime"],
     }
 
 
@@ -793,7 +676,7 @@ def _upkeep(visible: TableLog, version: int) -> None:
 
 
 def _lines(actions: Sequence[Mapping[str, Any]]) -> str:
-    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+    return "".join(orjson.dumps(a).decode() + "\n" for a in actions)
 
 
 def _now() -> int:

@@ -6,6 +6,7 @@ catches up."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -148,6 +149,52 @@ def test_a_lagging_visible_table_is_told_and_caught_up(warehouse: str) -> None:
     again = sync_visible_table(lake.metadata, DS)
     assert again.already_current
     assert again.table_version == DeltaTable(visible_table_path(lake.warehouse, DS)).version()
+
+
+def visible_files(lake: Lake) -> dict[str, str]:
+    """The visible table's files as a fresh delta-rs load sees them: path -> key."""
+    actions = DeltaTable(visible_table_path(lake.warehouse, DS)).get_add_actions(flatten=True)
+    return dict(
+        zip(
+            actions.column("path").to_pylist(),
+            actions.column("partition.__segment").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def test_a_visible_table_deleted_under_a_following_process_is_rebuilt_whole(
+    warehouse: str,
+) -> None:
+    # This thread follows both tables' logs from sync to sync; each sync's result must be
+    # what a whole load would give, also when the visible table is deleted under it and
+    # when the datasource table gains files between syncs.
+    datasource_table(warehouse, 4)
+    lake = Lake(None, warehouse)
+    segments = [publish(lake, i) for i in range(3)]
+    assert sorted(visible_files(lake).values()) == ["k0", "k1", "k2"]
+    shutil.rmtree(visible_table_path(lake.warehouse, DS))
+    rebuilt = sync_visible_table(lake.metadata, DS)
+    assert (rebuilt.added, rebuilt.removed) == (3, 0)
+    assert sorted(visible_files(lake).values()) == ["k0", "k1", "k2"]
+    lake.mark_unused([segments[1].id])
+    publish(lake, 3)
+    assert sorted(visible_files(lake).values()) == ["k0", "k2", "k3"]
+    # A second file of a served key, added to the datasource table after its publish.
+    write_deltalake(
+        f"{warehouse}/{DS}",
+        pa.table(
+            {
+                "__time": pa.array([START], pa.timestamp("us", tz="UTC")),
+                "value": pa.array([-1], pa.int64()),
+                "__segment": pa.array(["k0"]),
+            }
+        ),
+        partition_by=["__segment"],
+        mode="append",
+    )
+    lake.mark_unused([segments[2].id])
+    assert sorted(visible_files(lake).values()) == ["k0", "k0", "k3"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,321 @@
+"""The live files of a table partitioned by ``__segment`` (a datasource table, or its visible
+table), kept current by following its log.
+
+The visible table's sync needs, on every metadata commit of a datasource, both tables' files
+by segment key. A delta-rs snapshot update rebuilds the whole file list each time (24 ms per
+table at 10^4 files, growing with the table), and its flattened add actions cost as much again
+to turn into Python. Here a table is loaded through delta-rs once (checkpoint + log), then
+followed entry by entry: each new ``<version>.json`` is read once and its add and remove
+actions applied to the files kept here, so a sync after one append reads one or two small
+entries whatever the table's size. A table is loaded again when following cannot be trusted:
+after a pause (entries may have been cleaned up behind a checkpoint), a protocol change, a
+missing entry below the latest checkpoint, or a long way behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from segmentlake.core.names import SEGMENT_KEY_COLUMN
+from segmentlake.metadata.metadata_table import FOLLOW_GAP_S
+from segmentlake.metadata.table_log import TableLog, local_path
+
+__all__ = ["SegmentFiles", "same_schema", "uri_root"]
+
+logger = logging.getLogger(__name__)
+
+_KEY = f"partition.{SEGMENT_KEY_COLUMN}"
+# Entries followed one by one before a snapshot load is the shorter way (it starts from the
+# latest checkpoint).
+_MAX_FOLLOWED = 500
+
+
+class SegmentFiles:
+    """A table's live files at :attr:`version`: ``files`` maps each file's path (as its add
+    action names it) to its size and ``__segment`` value. :meth:`refresh` brings it to the
+    latest version; :meth:`add_actions` gives a file's add action with its stats. Not for
+    sharing between threads.
+
+    >>> files = SegmentFiles(TableLog("/data/wh/wiki"))  # doctest: +SKIP
+    >>> files.refresh().paths_of("1356998400000.0.aa")  # doctest: +SKIP
+    ['__segment=1356998400000.0.aa/part-00000-....parquet']
+    """
+
+    def __init__(self, log: TableLog) -> None:
+        self.log = log
+        self.root = uri_root(log.uri) + "/"  # a relative path appended makes a file's URI
+        self.version = -1
+        self.files: dict[str, tuple[int, str | None]] = {}
+        self.schema_json = ""
+        self.metadata: dict[str, Any] = {}
+        # Each key's files: path -> URI (made once per file, not once per sync).
+        self._by_key: dict[str | None, dict[str, str]] = {}
+        self._snapshot: DeltaTable | None = None
+        self._snapshot_rows: dict[str, int] = {}
+        self._snapshot_actions: pa.Table | None = None
+        self._followed_adds: dict[str, Mapping[str, Any]] = {}
+        self._txns: dict[str, int] = {}
+        self._followed = 0.0
+        self._stamp: tuple[int, int] | None = None  # of entry `version`: the table is the same
+        self.loads = 0  # snapshot loads, the first included (following needs none)
+        self._load()
+
+    # -- keeping current -----------------------------------------------------------------------
+
+    def refresh(self) -> SegmentFiles:
+        """Follow the log to its latest version (or load it whole when following cannot be
+        trusted); returns self."""
+        fresh_enough = time.monotonic() - self._followed < FOLLOW_GAP_S
+        try:
+            if fresh_enough and self._follow():
+                return self
+        except Exception as e:  # an unreadable entry, a listing caught mid-write: load it whole
+            logger.debug("following %s: %s; loading it whole", self.log.uri, e)
+        self._load()
+        return self
+
+    def _load(self) -> None:
+        table = self.log.table()
+        self.loads += 1
+        actions = pa.table(table.get_add_actions(flatten=True))
+        paths = actions["path"].to_pylist()
+        sizes = actions["size_bytes"].to_pylist()
+        keys = actions[_KEY].to_pylist() if _KEY in actions.column_names else [None] * len(paths)
+        self.files = {p: (int(s), k) for p, s, k in zip(paths, sizes, keys, strict=True)}
+        self._by_key = {}
+        for path, key in zip(paths, keys, strict=True):
+            self._by_key.setdefault(key, {})[path] = self.root + path
+        self._snapshot = table
+        self._snapshot_actions = actions
+        self._snapshot_rows = {p: i for i, p in enumerate(paths)}
+        self._followed_adds = {}
+        self._txns = {}
+        self.version = int(table.version())
+        self._stamp = self.log.entry_stamp(self.version)
+        self.schema_json = table.schema().to_json()
+        metadata = table.metadata()
+        self.metadata = {
+            "id": metadata.id,
+            "configuration": dict(metadata.configuration),
+            "createdTime": metadata.created_time,
+        }
+        self._followed = time.monotonic()
+
+    def _follow(self) -> bool:
+        """Apply each entry after :attr:`version`; False when the table must be loaded whole."""
+        version = self.version
+        if self._stamp is None or self.log.entry_stamp(version) != self._stamp:
+            return False  # deleted and created again, or our entry cleaned up: start over
+        for _ in range(_MAX_FOLLOWED):
+            actions = self.log.entry(version + 1)
+            if actions is None:
+                # The latest version, unless a log cleanup deleted entries after ours, which
+                # it does only below the latest checkpoint.
+                if (self.log.last_checkpoint() or -1) > version:
+                    return False
+                self._followed = time.monotonic()
+                return True
+            if any("protocol" in a for a in actions):
+                return False
+            self._apply(actions)
+            version += 1
+            self.version = version
+            self._stamp = self.log.entry_stamp(version)
+        return False
+
+    def _apply(self, actions: Sequence[Mapping[str, Any]]) -> None:
+        # Removes first: a commit may remove a path and add it again (a new deletion vector).
+        for action in actions:
+            if "remove" in action:
+                self._drop(action["remove"]["path"])
+        for action in actions:
+            if "add" in action:
+                add = action["add"]
+                key = (add.get("partitionValues") or {}).get(SEGMENT_KEY_COLUMN)
+                self._drop(add["path"])
+                self.files[add["path"]] = (int(add.get("size") or 0), key)
+                self._by_key.setdefault(key, {})[add["path"]] = self.root + add["path"]
+                self._followed_adds[add["path"]] = add
+            elif "txn" in action:
+                self._txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+            elif "metaData" in action:
+                meta = action["metaData"]
+                self.schema_json = meta["schemaString"]
+                self.metadata = {
+                    "id": meta.get("id"),
+                    "configuration": dict(meta.get("configuration") or {}),
+                    "createdTime": meta.get("createdTime"),
+                }
+
+    def _drop(self, path: str) -> None:
+        found = self.files.pop(path, None)
+        if found is not None:
+            self._by_key.get(found[1], {}).pop(path, None)
+        self._followed_adds.pop(path, None)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The latest version application ``app_id`` recorded (Delta's ``txn``)."""
+        followed = self._txns.get(app_id)
+        if followed is not None:
+            return followed
+        assert self._snapshot is not None
+        found = self._snapshot.transaction_version(app_id)
+        return None if found is None else int(found)
+
+    def paths_of(self, key: str) -> Mapping[str, str]:
+        """The live files of segment key ``key``: path -> URI (read only)."""
+        return self._by_key.get(key) or _NONE
+
+    def add_actions(self, files: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Add actions for ``(path, uri)`` pairs of live files: each names its file by ``uri``,
+        with the file's size, ``__segment`` value and stats."""
+        out = [_add(self._followed_adds[p], uri) for p, uri in files if p in self._followed_adds]
+        loaded = [(p, uri) for p, uri in files if p not in self._followed_adds]
+        if loaded:
+            assert self._snapshot_actions is not None
+            rows = self._snapshot_actions.take([self._snapshot_rows[p] for p, _ in loaded])
+            out += _snapshot_adds(rows, [uri for _, uri in loaded])
+        return out
+
+
+_NONE: Mapping[str, str] = MappingProxyType({})
+
+
+def uri_root(uri: str) -> str:
+    """A table root as the absolute URI its add actions' relative paths are appended to."""
+    local = local_path(uri)
+    if local is None:
+        return uri.rstrip("/")
+    return "file://" + quote(os.path.abspath(local))
+
+
+def _add(add: Mapping[str, Any], uri: str) -> dict[str, Any]:
+    """A followed add action, naming its file by ``uri`` (its stats as the writer wrote them)."""
+    return {
+        "path": uri,
+        "partitionValues": {
+            SEGMENT_KEY_COLUMN: (add.get("partitionValues") or {}).get(SEGMENT_KEY_COLUMN)
+        },
+        "size": int(add.get("size") or 0),
+        "modificationTime": int(add.get("modificationTime") or 0),
+        "dataChange": True,
+        "stats": add.get("stats"),
+    }
+
+
+def _snapshot_adds(actions: pa.Table, uris: Sequence[str]) -> list[dict[str, Any]]:
+    """Add actions for rows of delta-rs's flattened add actions, with their stats rebuilt."""
+    stats = _Stats(actions)
+    keys = actions[_KEY].to_pylist() if _KEY in actions.column_names else [None] * len(uris)
+    return [
+        {
+            "path": uri,
+            "partitionValues": {SEGMENT_KEY_COLUMN: key},
+            "size": int(size),
+            "modificationTime": _millis(mtime),
+            "dataChange": True,
+            "stats": stats.json(i),
+        }
+        for i, (uri, size, mtime, key) in enumerate(
+            zip(
+                uris,
+                actions["size_bytes"].to_pylist(),
+                actions["modification_time"].to_pylist(),
+                keys,
+                strict=True,
+            )
+        )
+    ]
+
+
+def _millis(value: Any) -> int:
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(value or 0)
+
+
+class _Stats:
+    """Delta's stats JSON of each file, rebuilt from delta-rs's flattened columns."""
+
+    def __init__(self, actions: pa.Table) -> None:
+        self.records = (
+            actions["num_records"].to_pylist() if "num_records" in actions.column_names else None
+        )
+        self.parts: dict[str, dict[str, list[Any]]] = {
+            "minValues": {},
+            "maxValues": {},
+            "nullCount": {},
+        }
+        for name in actions.column_names:
+            for prefix, part in (
+                ("min.", "minValues"),
+                ("max.", "maxValues"),
+                ("null_count.", "nullCount"),
+            ):
+                if name.startswith(prefix):
+                    self.parts[part][name.removeprefix(prefix)] = actions[name].to_pylist()
+
+    def json(self, i: int) -> str | None:
+        if self.records is None or self.records[i] is None:
+            return None
+        stats: dict[str, Any] = {"numRecords": int(self.records[i])}
+        for part, columns in self.parts.items():
+            values = {c: _stat(v[i]) for c, v in columns.items() if v[i] is not None}
+            if values:
+                stats[part] = _nested(values)
+        return orjson.dumps(stats).decode()
+
+
+def _stat(value: Any) -> Any:
+    """A min/max value as Delta's stats JSON holds it, or None to leave it out (a reader then
+    reads the file: slower, never wrong)."""
+    if isinstance(value, datetime):  # ISO-8601 with milliseconds; UTC marked when zoned
+        text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+        return text + "Z" if value.tzinfo is not None else text
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool | int | str):
+        return value
+    return None  # decimals, binary, nested values: no stat
+
+
+def _nested(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` as ``{"a": {"b": 1}}`` (delta-rs flattens struct columns' stats)."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        if value is None:
+            continue
+        *parents, leaf = name.split(".")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return out
+
+
+def same_schema(a: str, b: str) -> bool:
+    """Whether two schema JSON texts describe one schema (delta-rs and Spark write the same
+    schema in different texts)."""
+    return a == b or orjson.loads(a) == orjson.loads(b) or _canonical(a) == _canonical(b)
+
+
+def _canonical(text: str) -> str:
+    from deltalake.schema import Schema
+
+    return str(Schema.from_json(text).to_json())
