@@ -50,7 +50,7 @@ class SegmentFiles:
 
     >>> files = SegmentFiles(TableLog("/data/wh/wiki"))  # doctest: +SKIP
     >>> files.refresh().paths_of("1356998400000.0.aa")  # doctest: +SKIP
-    ['__segment=1356998400000.0.aa/part-00000-....parquet']
+    {'__segment=1356998400000.0.aa/part-0.parquet': 'file:///data/wh/wiki/__segment=...'}
     """
 
     def __init__(self, log: TableLog) -> None:

@@ -130,5 +130,5 @@ def test_the_chunk_index_finds_what_comparing_every_chunk_finds(seed: int) -> No
             for c in chunks
             if c[2] > version and c[0] < span.end_millis and c[1] > span.start_millis
         }
-        assert index.newer_overlapping(version, span) == expected
-    assert _ChunkIndex(set()).newer_overlapping("v0", span) == set()
+        assert index.newer_overlapping(version, span.start_millis, span.end_millis) == expected
+    assert _ChunkIndex(set()).newer_overlapping("v0", 0, 1) == set()
