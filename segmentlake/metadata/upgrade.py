@@ -156,15 +156,20 @@ class _Chunks:
 
 
 class _ChunkIndex:
-    """Chunks by start, to find those of a newer version overlapping an interval without
-    looking at every chunk: an overlapping chunk starts before the interval's end and at
-    most the longest chunk's length before its start."""
+    """Chunks by length and start, to find those of a newer version overlapping an interval
+    without looking at every chunk: a chunk of length L overlapping ``[start, end)`` starts
+    in ``(start - L, end)``. Grouping by length keeps one YEAR chunk from widening that
+    window for 10^4 HOUR ones (a datasource has a few segment granularities)."""
 
     def __init__(self, chunks: set[_ChunkKey]) -> None:
-        self.chunks = sorted(chunks)
-        self.starts = [c[0] for c in self.chunks]
-        self.longest = max((c[1] - c[0] for c in self.chunks), default=0)
-        self.newest = max((c[2] for c in self.chunks), default="")
+        by_length: dict[int, list[_ChunkKey]] = {}
+        for chunk in chunks:
+            by_length.setdefault(chunk[1] - chunk[0], []).append(chunk)
+        self.groups = [
+            (length, [c[0] for c in group], group)
+            for length, group in ((n, sorted(g)) for n, g in by_length.items())
+        ]
+        self.newest = max((c[2] for c in chunks), default="")
 
     @classmethod
     def of(cls, segments: Sequence[DataSegment]) -> _ChunkIndex:
@@ -174,9 +179,12 @@ class _ChunkIndex:
         """The chunks of a version newer than ``version`` overlapping ``[start, end)`` ms."""
         if self.newest <= version:  # the common case: nothing newer at all
             return set()
-        low = bisect_right(self.starts, start - self.longest)
-        high = bisect_left(self.starts, end)
-        return {c for c in self.chunks[low:high] if c[2] > version and c[1] > start and c[0] < end}
+        found: set[_ChunkKey] = set()
+        for length, starts, group in self.groups:
+            low = bisect_right(starts, start - length)
+            high = bisect_left(starts, end)
+            found.update(c for c in group[low:high] if c[2] > version)
+        return found
 
 
 def _key(segment: DataSegment) -> str:
