@@ -30,7 +30,7 @@ from deltalake import DeltaTable
 
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.metadata.metadata_table import FOLLOW_GAP_S
-from segmentlake.metadata.table_log import TableLog, local_path
+from segmentlake.metadata.table_log import TableLog, epoch_millis, local_path
 
 __all__ = ["SegmentFiles", "same_schema", "uri_root"]
 
@@ -226,7 +226,7 @@ def _snapshot_adds(actions: pa.Table, uris: Sequence[str]) -> list[dict[str, Any
             "path": uri,
             "partitionValues": {SEGMENT_KEY_COLUMN: key},
             "size": int(size),
-            "modificationTime": _millis(mtime),
+            "modificationTime": epoch_millis(mtime),
             "dataChange": True,
             "stats": stats.json(i),
         }
@@ -240,12 +240,6 @@ def _snapshot_adds(actions: pa.Table, uris: Sequence[str]) -> list[dict[str, Any
             )
         )
     ]
-
-
-def _millis(value: Any) -> int:
-    if hasattr(value, "timestamp"):
-        return int(value.timestamp() * 1000)
-    return int(value or 0)
 
 
 class _Stats:

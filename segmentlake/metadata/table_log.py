@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
-__all__ = ["AddedFile", "LiveFile", "TableLog", "load_through_gaps", "local_path"]
+__all__ = ["AddedFile", "LiveFile", "TableLog", "epoch_millis", "load_through_gaps", "local_path"]
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -255,7 +255,7 @@ class TableLog:
                 {name: column[i] for name, column in values.items()},
                 int(sizes[i] or 0),
                 None if counts[i] is None else int(counts[i] or 0),
-                _millis(times[i]),
+                epoch_millis(times[i]),
             )
             for i, path in enumerate(paths)
         ]
@@ -290,7 +290,7 @@ def load_through_gaps(load: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _millis(value: Any) -> int:
+def epoch_millis(value: Any) -> int:
     """A modification time as epoch ms (delta-rs gives a timestamp or a number)."""
     if value is None:
         return 0
