@@ -132,6 +132,11 @@ class MetadataTable:
         self._files: dict[str, DataFile] | None = None
         self._at = -1
         self._followed = 0.0
+        # Entry `_at`'s modification time and size: a follower tells by it that the table was
+        # not deleted and created again under it (an entry, once written, never changes).
+        self._stamp: tuple[int, int] | None = None
+        # Delta's id of the table loaded: a table deleted and created again has another.
+        self.table_id: str | None = None
         self._records: dict[int, dict[str, Any] | None] = {}
         # Where each live file seen by following the log came from (none for the files of
         # a delta-rs load: who added those is not known here).
@@ -199,8 +204,14 @@ class MetadataTable:
 
     def _follow(self) -> bool:
         """Apply each log entry after the followed version; False when one needs a full
-        reload (it changes the table's metadata or protocol)."""
+        reload (it changes the table's metadata or protocol, or the table was deleted and
+        created again)."""
         version = self._at
+        if self.log.entry_stamp(version) != self._stamp:
+            # Another table now, or our entry cleaned up: nothing followed so far holds.
+            self._table = None
+            self._records = {}
+            return False
         while True:
             actions = self.log.entry(version + 1)
             if actions is None:
@@ -212,7 +223,9 @@ class MetadataTable:
             if not self._apply(version + 1, actions):
                 return False
             version += 1
-        self._at = version
+        if version != self._at:
+            self._at = version
+            self._stamp = self.log.entry_stamp(version)
         self._followed = time.monotonic()
         return True
 
@@ -258,6 +271,8 @@ class MetadataTable:
         self._files = {f.path: f for f in _data_files(actions)}
         self._origins = {}
         self._at = int(table.version())
+        self._stamp = self.log.entry_stamp(self._at)
+        self.table_id = str(table.metadata().id)
         self._followed = time.monotonic()
         return self._at
 
@@ -382,6 +397,7 @@ class MetadataTable:
                 # Our own entry needs no reading back.
                 if self._apply(version, [json.loads(line) for line in entry.splitlines()]):
                     self._at = version
+                    self._stamp = self.log.entry_stamp(version)
             else:
                 self._commit_through_delta_rs(
                     loaded, adds, removes, record=record, data_change=data_change

@@ -226,6 +226,7 @@ class MetadataStore:
         self._fold_claims: dict[str, float] = {}
         self._lock = threading.RLock()
         self._created = False
+        self._table_id: str | None = None  # the Delta table id what is kept here was read from
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -357,6 +358,11 @@ class MetadataStore:
             if not fresh and fold is not None and not fold.stale(TOMBSTONE_RETENTION_MS):
                 return fold.max_rev, fold
             version = self.table.refresh()
+            if self.table.table_id != self._table_id:
+                if self._table_id is not None:
+                    self._forget_another_table()
+                    fold = None
+                self._table_id = self.table.table_id
             self._note_announcements(datasource, version)
             if fold is None or fold.stale(TOMBSTONE_RETENTION_MS):
                 fold = self._folds[datasource] = PartitionFold(FOLD_SCHEMA)
@@ -376,6 +382,20 @@ class MetadataStore:
             if applied:
                 fold.forget_tombstones(now_ms() - TOMBSTONE_RETENTION_MS)
             return version, fold
+
+    def _forget_another_table(self) -> None:
+        """Drop what was read from an earlier table at this path: the warehouse's metadata
+        was deleted and created again under this process (its versions start over, so
+        nothing kept by version or by file holds)."""
+        logger.warning(
+            "metadata table %s was deleted and created again; reading it anew", self.path
+        )
+        self._folds.clear()
+        self._file_counts.clear()
+        self._waiting.clear()
+        self._announcements_seen.clear()
+        self._announced.clear()
+        self._fold_claims.clear()
 
     def _classify(self, datasource: str, fold: PartitionFold, file: DataFile) -> None:
         """Defer a new file with the write scope its commit recorded, or, for an upkeep's

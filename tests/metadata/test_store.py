@@ -314,6 +314,39 @@ def test_old_log_entries_are_cleaned_and_a_lagging_reader_reloads(tmp_path: Path
     assert log.clean_log(older_than_ms=0) == 0
 
 
+def test_a_warehouse_deleted_and_created_again_under_a_following_store_is_loaded_again(
+    tmp_path: Path,
+) -> None:
+    """A long-lived store (a notebook's) that followed the metadata table to version 6 sees
+    the warehouse deleted and created again with fewer versions. It must read the new table,
+    not keep its old rows, and its next commit must land right after the new table's latest
+    version: written at its old version + 1, it would leave a gap no Delta reader can read."""
+    import shutil
+
+    from segmentlake.metadata.table_log import TableLog
+
+    path = str(tmp_path / "wh")
+    ds = "again"
+    old = MetadataStore(path)
+    old.create()
+    for i in range(6):
+        row = lock(ds, f"old{i}", *day_after(i).key)
+        old.commit(old.read(ds), [Change("upsert", row)], commit_id=f"o{i}", operation="t")
+    assert len(old.rows(ds)) == 6
+    shutil.rmtree(path)
+    new = MetadataStore(path)
+    new.create()
+    for i in range(2):
+        row = lock(ds, f"new{i}", *day_after(i).key)
+        new.commit(new.read(ds), [Change("upsert", row)], commit_id=f"n{i}", operation="t")
+
+    assert sorted(r["id"] for r in old.rows(ds)) == ["new0", "new1"]
+    late = lock(ds, "late", *day_after(9).key)
+    old.commit(old.read(ds), [Change("upsert", late)], commit_id="late", operation="t")
+    assert TableLog(new.path).table().version() == 3  # contiguous: 0 (create), 1, 2, 3
+    assert sorted(r["id"] for r in MetadataStore(path).rows(ds)) == ["late", "new0", "new1"]
+
+
 def _folded_store(tmp_path: Path, ds: str) -> tuple[MetadataStore, Path]:
     """A store whose partition ``ds`` holds five commits' files folded into one, its removed
     files retained for 1 s (a test cannot wait the 10 minutes); and the partition's
