@@ -40,7 +40,7 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, wr
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction
 
-from segmentlake.errors import CommitStateUnknown, MetadataVersionError
+from segmentlake.errors import CommitStateUnknown, MetadataVersionError, WarehouseNotFound
 from segmentlake.metadata.table_log import TableLog, load_through_gaps
 
 __all__ = [
@@ -259,7 +259,16 @@ class MetadataTable:
 
     def _reload(self) -> int:
         """Load the latest version through delta-rs: its files and version."""
-        table = self.table()
+        try:
+            table = self.table()
+        except TableNotFoundError as e:
+            if self.table_id is None:
+                raise
+            raise WarehouseNotFound(
+                f"the metadata table at {self.uri} was deleted under this process (it read "
+                "it before): the warehouse is gone; create it again (Lake.create, or a first "
+                "write) or open the warehouse where it now lives"
+            ) from e
         try:
             load_through_gaps(table.update_incremental)
         except DeltaError as e:

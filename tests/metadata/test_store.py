@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
-from segmentlake.errors import SpecError
+from segmentlake.errors import SpecError, WarehouseNotFound
 from segmentlake.lake import Lake
 from segmentlake.metadata import store as store_module
 from segmentlake.metadata.records import LEASE, LOCK, metadata_row
@@ -345,6 +345,10 @@ def test_a_warehouse_deleted_and_created_again_under_a_following_store_is_loaded
     old.commit(old.read(ds), [Change("upsert", late)], commit_id="late", operation="t")
     assert TableLog(new.path).table().version() == 3  # contiguous: 0 (create), 1, 2, 3
     assert sorted(r["id"] for r in MetadataStore(path).rows(ds)) == ["late", "new0", "new1"]
+
+    shutil.rmtree(path)  # and gone for good: said so, not answered from memory
+    with pytest.raises(WarehouseNotFound, match="deleted under this process"):
+        old.rows(ds)
 
 
 def _folded_store(tmp_path: Path, ds: str) -> tuple[MetadataStore, Path]:
