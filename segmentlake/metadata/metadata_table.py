@@ -41,7 +41,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, RemoveAction
 
 from segmentlake.errors import CommitStateUnknown, MetadataVersionError, WarehouseNotFound
-from segmentlake.metadata.table_log import TableLog, load_through_gaps
+from segmentlake.metadata.table_log import Stamp, TableLog, load_through_gaps
 
 __all__ = [
     "COMMIT_RECORD_KEY",
@@ -134,7 +134,7 @@ class MetadataTable:
         self._followed = 0.0
         # Entry `_at`'s modification time and size: a follower tells by it that the table was
         # not deleted and created again under it (an entry, once written, never changes).
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: Stamp | None = None
         # Delta's id of the table loaded: a table deleted and created again has another.
         self.table_id: str | None = None
         self._records: dict[int, dict[str, Any] | None] = {}
@@ -206,26 +206,10 @@ class MetadataTable:
         """Apply each log entry after the followed version; False when one needs a full
         reload (it changes the table's metadata or protocol, or the table was deleted and
         created again)."""
-        version = self._at
-        if self.log.entry_stamp(version) != self._stamp:
-            # Another table now, or our entry cleaned up: nothing followed so far holds.
-            self._table = None
-            self._records = {}
+        followed = self.log.follow(self._at, self._stamp, self._apply)
+        if followed is None:
             return False
-        while True:
-            actions = self.log.entry(version + 1)
-            if actions is None:
-                # No next entry: the latest version, unless the log cleanup deleted entries
-                # after ours, which it does only below the latest checkpoint.
-                if (self.log.last_checkpoint() or -1) > version:
-                    return False
-                break
-            if not self._apply(version + 1, actions):
-                return False
-            version += 1
-        if version != self._at:
-            self._at = version
-            self._stamp = self.log.entry_stamp(version)
+        self._at, self._stamp = followed
         self._followed = time.monotonic()
         return True
 
@@ -259,6 +243,11 @@ class MetadataTable:
 
     def _reload(self) -> int:
         """Load the latest version through delta-rs: its files and version."""
+        if self._files is not None and self.log.entry_stamp(self._at) != self._stamp:
+            # Another table now (or our entry cleaned up): start from a new handle, and
+            # forget the records of versions that may now be other commits.
+            self._table = None
+            self._records = {}
         try:
             table = self.table()
         except TableNotFoundError as e:

@@ -30,7 +30,7 @@ from deltalake import DeltaTable
 
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.metadata.metadata_table import FOLLOW_GAP_S
-from segmentlake.metadata.table_log import TableLog, epoch_millis, local_path
+from segmentlake.metadata.table_log import Stamp, TableLog, epoch_millis, local_path
 
 __all__ = ["SegmentFiles", "same_schema", "uri_root"]
 
@@ -68,7 +68,7 @@ class SegmentFiles:
         self._followed_adds: dict[str, Mapping[str, Any]] = {}
         self._txns: dict[str, int] = {}
         self._followed = 0.0
-        self._stamp: tuple[int, int] | None = None  # of entry `version`: the table is the same
+        self._stamp: Stamp | None = None  # of entry `version`: the table is the same
         self.loads = 0  # snapshot loads, the first included (following needs none)
         self._load()
 
@@ -115,27 +115,17 @@ class SegmentFiles:
 
     def _follow(self) -> bool:
         """Apply each entry after :attr:`version`; False when the table must be loaded whole."""
-        version = self.version
-        if self._stamp is None or self.log.entry_stamp(version) != self._stamp:
-            return False  # deleted and created again, or our entry cleaned up: start over
-        for _ in range(_MAX_FOLLOWED):
-            actions = self.log.entry(version + 1)
-            if actions is None:
-                # The latest version, unless a log cleanup deleted entries after ours, which
-                # it does only below the latest checkpoint.
-                if (self.log.last_checkpoint() or -1) > version:
-                    return False
-                self._followed = time.monotonic()
-                return True
-            if any("protocol" in a for a in actions):
-                return False
-            self._apply(actions)
-            version += 1
-            self.version = version
-            self._stamp = self.log.entry_stamp(version)
-        return False
+        followed = self.log.follow(self.version, self._stamp, self._apply, limit=_MAX_FOLLOWED)
+        if followed is None:
+            return False
+        self.version, self._stamp = followed
+        self._followed = time.monotonic()
+        return True
 
-    def _apply(self, actions: Sequence[Mapping[str, Any]]) -> None:
+    def _apply(self, version: int, actions: Sequence[Mapping[str, Any]]) -> bool:
+        """Apply entry ``version``; False (applying nothing) when it changes the protocol."""
+        if any("protocol" in a for a in actions):
+            return False
         # Removes first: a commit may remove a path and add it again (a new deletion vector).
         for action in actions:
             if "remove" in action:
@@ -158,6 +148,7 @@ class SegmentFiles:
                     "configuration": dict(meta.get("configuration") or {}),
                     "createdTime": meta.get("createdTime"),
                 }
+        return True
 
     def _drop(self, path: str) -> None:
         found = self.files.pop(path, None)

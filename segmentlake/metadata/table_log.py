@@ -26,7 +26,18 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
-__all__ = ["AddedFile", "LiveFile", "TableLog", "epoch_millis", "load_through_gaps", "local_path"]
+__all__ = [
+    "AddedFile",
+    "LiveFile",
+    "Stamp",
+    "TableLog",
+    "epoch_millis",
+    "load_through_gaps",
+    "local_path",
+]
+
+# A log entry's modification time (ns) and size: what tells a follower its table is the same.
+Stamp = tuple[int, int]
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -142,7 +153,7 @@ class TableLog:
             return None
         return [orjson.loads(line) for line in data.splitlines() if line.strip()]
 
-    def entry_stamp(self, version: int) -> tuple[int, int] | None:
+    def entry_stamp(self, version: int) -> Stamp | None:
         """Log entry ``version``'s modification time (ns) and size, None when there is no such
         entry: a reader that followed the log to ``version`` tells by it that the table was
         not deleted and created again under it (an entry, once written, never changes)."""
@@ -157,6 +168,35 @@ class TableLog:
         if info.type == pafs.FileType.NotFound:
             return None
         return info.mtime_ns or 0, info.size or 0
+
+    def follow(
+        self,
+        version: int,
+        stamp: Stamp | None,
+        apply: Callable[[int, list[dict[str, Any]]], bool],
+        *,
+        limit: int | None = None,
+    ) -> tuple[int, Stamp | None] | None:
+        """Hand each log entry after ``version`` (the one a follower read last, whose
+        :meth:`entry_stamp` was ``stamp``) to ``apply(version, actions)`` in order; return
+        the latest version and its stamp. None when following cannot be trusted and the
+        follower must load the table whole: entry ``version`` is gone or changed (the table
+        was deleted and created again, or a cleanup took it), the next entry is missing below
+        the latest checkpoint (a cleanup deleted entries after ours), ``apply`` refused an
+        entry (returned False), or more than ``limit`` entries were new."""
+        if self.entry_stamp(version) != stamp:
+            return None
+        reached = version
+        while limit is None or reached - version < limit:
+            actions = self.entry(reached + 1)
+            if actions is None:
+                if (self.last_checkpoint() or -1) > reached:
+                    return None
+                return reached, stamp if reached == version else self.entry_stamp(reached)
+            if not apply(reached + 1, actions):
+                return None
+            reached += 1
+        return None
 
     def put_entry_if_absent(self, version: int, text: str) -> bool:
         """Write log entry ``version`` unless it exists (local file systems only): a complete
