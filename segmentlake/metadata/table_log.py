@@ -184,7 +184,7 @@ class TableLog:
         was deleted and created again, or a cleanup took it), the next entry is missing below
         the latest checkpoint (a cleanup deleted entries after ours), ``apply`` refused an
         entry (returned False), or more than ``limit`` entries were new."""
-        if self.entry_stamp(version) != stamp:
+        if stamp is None or self.entry_stamp(version) != stamp:
             return None
         reached = version
         while limit is None or reached - version < limit:

@@ -49,3 +49,40 @@ def test_file_uris_are_listed_like_paths(tmp_path: Path) -> None:
     _append(path, 1)
     assert TableLog(f"file://{path}").version() == 1
     assert TableLog(f"file:{path}").version() == 1
+
+
+def test_following_hands_over_each_new_entry_or_says_to_load_whole(tmp_path: Path) -> None:
+    """``follow`` gives a follower each entry after the one it read last, in order, and
+    returns None (load the table whole) when following cannot be trusted: its entry changed
+    (the table was created again), the next entry is missing below a checkpoint, the follower
+    refused an entry, or more than ``limit`` entries were new."""
+    import shutil
+
+    path = tmp_path / "t"
+    log = TableLog(str(path))
+    for i in range(3):
+        _append(path, i)
+    seen: list[int] = []
+
+    def take(version: int, actions: list[dict]) -> bool:
+        seen.append(version)
+        return any("add" in a for a in actions)
+
+    stamp = log.entry_stamp(0)
+    assert log.follow(0, stamp, take) == (2, log.entry_stamp(2))
+    assert seen == [1, 2]
+    assert log.follow(2, log.entry_stamp(2), take) == (2, log.entry_stamp(2))  # nothing new
+    assert log.follow(0, stamp, take, limit=1) is None  # two new: more than the limit
+    assert log.follow(0, (1, 1), take) is None  # not the entry it read: another table
+    DeltaTable(str(path)).alter.set_table_properties({"delta.appendOnly": "false"})
+    assert log.follow(2, log.entry_stamp(2), take) is None  # refused: no add in entry 3
+    for i in range(3):
+        _append(path, 10 + i)
+    DeltaTable(str(path)).create_checkpoint()
+    (path / "_delta_log" / f"{4:020d}.json").unlink()  # a cleanup behind the checkpoint
+    stamp = log.entry_stamp(3)
+    assert log.follow(3, stamp, take) is None
+    shutil.rmtree(path)
+    _append(path, 99)  # created again: only version 0
+    assert log.follow(3, stamp, take) is None
+    assert log.follow(3, None, take) is None  # a stamp never taken proves nothing
