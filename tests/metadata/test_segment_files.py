@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from segmentlake.metadata.segment_files import SegmentFiles, same_schema
+from segmentlake.metadata.segment_files import SegmentFiles, follow_gap_s, same_schema
 from segmentlake.metadata.table_log import TableLog
 
 KEY = "__segment"
@@ -151,3 +152,61 @@ def test_a_table_created_again_past_the_followed_version_is_loaded_whole(tmp_pat
     _assert_same(followed.refresh(), tmp_path / "t")
     assert followed.loads == 2
     assert {k for _, k in followed.files.values()} == {f"new{i}" for i in range(5)}
+
+
+def test_touched_since_names_each_followed_change_until_a_load(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _append(path, _rows(["a", "b"], 0))
+    followed = SegmentFiles(TableLog(str(path)))
+    start = followed.mark
+    assert followed.touched_since(start) == {}
+    _append(path, _rows(["c"], 1))
+    middle = followed.refresh().mark
+    DeltaTable(str(path)).delete(f"{KEY} = 'a'")
+    followed.refresh()
+    touched = followed.touched_since(start)
+    assert touched is not None
+    assert sorted(touched.values()) == ["a", "c"]  # c's new file, a's removed one
+    assert followed.touched_since(followed.mark) == {}
+    assert followed.touched_since(middle) == {p: k for p, k in touched.items() if k == "a"}
+    generation, version = start
+    assert followed.touched_since((generation, version - 1)) is None  # before it followed
+    assert followed.touched_since((generation, followed.version + 1)) is None  # not yet
+    shutil.rmtree(path)  # created again: its versions start over
+    _append(path, _rows(["z"], 9))
+    followed.refresh()
+    assert followed.loads == 2
+    assert followed.version == start[1]  # the same number, another table
+    assert followed.touched_since(start) is None
+
+
+def test_a_pause_follows_within_half_the_log_retention(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _append(path, _rows(["a"], 0), configuration={"delta.logRetentionDuration": "interval 2 days"})
+    followed = SegmentFiles(TableLog(str(path)))
+    assert follow_gap_s(followed.metadata) == 3600.0
+    followed._followed -= 600  # a stream triggered every 10 minutes
+    _append(path, _rows(["b"], 1))
+    _assert_same(followed.refresh(), path)
+    assert followed.loads == 1  # followed, not loaded
+    followed._followed -= 4000  # past the gap: loaded whole
+    _assert_same(followed.refresh(), path)
+    assert followed.loads == 2
+
+
+@pytest.mark.parametrize(
+    ("retention", "gap"),
+    [
+        (None, 3600.0),  # Delta's default, 30 days
+        ("interval 2 days", 3600.0),
+        ("interval 30 minutes", 900.0),
+        ("interval 3 minutes", 120.0),  # never below the metadata table's
+        ("1 hour 30 minutes", 2700.0),
+        ("interval a while", 120.0),  # unreadable: the short gap
+    ],
+)
+def test_the_follow_gap_is_half_the_log_retention_within_bounds(
+    retention: str | None, gap: float
+) -> None:
+    configuration = {} if retention is None else {"delta.logRetentionDuration": retention}
+    assert follow_gap_s({"configuration": configuration}) == gap
