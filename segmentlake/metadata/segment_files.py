@@ -235,8 +235,8 @@ _NONE: Mapping[str, str] = MappingProxyType({})
 
 
 def _rows(table: pa.Table, indices: Sequence[int]) -> pa.Table:
-    """Rows of a loaded table's add actions. A few by slicing: ``take`` of one row from 10^5
-    actions in many chunks took 28 ms (a sync that adds one file)."""
+    """Rows of a loaded table's add actions; a few by slicing (``take`` of one row from a
+    large table in many chunks costs as much as taking them all)."""
     if len(indices) > 64:
         return table.take(indices)
     return pa.concat_tables([table.slice(i, 1) for i in indices])

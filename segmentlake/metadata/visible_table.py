@@ -223,8 +223,8 @@ def _difference(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], _Wanted, int | None]:
     """The add and remove actions that make ``table`` serve ``records``, and the number of
     keys diffed: those that can have changed since this thread's last sync when that is
-    known, else (None) every key (a diff of 10^5 keys took ~0.4 s; docs/decisions.md,
-    "Visible table")."""
+    known, else (None) every key (a whole diff is linear in the datasource; docs/decisions.md,
+    "The visible table")."""
     current = table.files
     keys = None
     if _one_storage(records, storage):
@@ -337,8 +337,7 @@ def _visible_records(store: MetadataStore, datasource: str) -> pa.Table:
         kinds=[SEGMENT],
         columns=(*_SERVING_COLUMNS, "visibility"),
     )
-    # Filtered after the columns are picked: the records' other columns (payload texts of
-    # 10^5 segments) are not copied (18 ms of a 64 ms sync at 10^5).
+    # Filtered after the columns are picked, so the records' other columns are not copied.
     visible = pc.fill_null(pc.equal(records["visibility"], VISIBLE), False)
     return records.select(_SERVING_COLUMNS).filter(visible)
 
