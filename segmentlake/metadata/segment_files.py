@@ -8,8 +8,10 @@ to turn into Python. Here a table is loaded through delta-rs once (checkpoint + 
 followed entry by entry: each new ``<version>.json`` is read once and its add and remove
 actions applied to the files kept here, so a sync after one append reads one or two small
 entries whatever the table's size. A table is loaded again when following cannot be trusted:
-after a pause (entries may have been cleaned up behind a checkpoint), a protocol change, a
-missing entry below the latest checkpoint, or a long way behind.
+after a pause longer than half its log retention (entries may have been cleaned up behind a
+checkpoint), a protocol change, a missing entry below the latest checkpoint, or a long way
+behind. The paths each followed entry touched are kept a while, so a sync can diff only the
+keys that changed (:meth:`SegmentFiles.touched_since`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from types import MappingProxyType
@@ -78,7 +81,7 @@ class SegmentFiles:
         self._stamp: Stamp | None = None  # of entry `version`: the table is the same
         # The paths (with their keys) each followed entry added or removed, oldest first,
         # from version `_journal_from` on (what an incremental diff needs to look at).
-        self._journal: list[tuple[int, dict[str, str | None]]] = []
+        self._journal: deque[tuple[int, dict[str, str | None]]] = deque()
         self._journal_from = -1
         self._generation = 0
         self.loads = 0  # snapshot loads, the first included (following needs none)
@@ -115,7 +118,7 @@ class SegmentFiles:
         self._followed_adds = {}
         self._txns = {}
         self.version = int(table.version())
-        self._journal = []
+        self._journal = deque()
         self._journal_from = self.version
         self._generation = next(_GENERATIONS)
         self._stamp = self.log.entry_stamp(self.version)
@@ -170,7 +173,7 @@ class SegmentFiles:
                 }
         self._journal.append((version, touched))
         if len(self._journal) > _JOURNAL:
-            dropped, _ = self._journal.pop(0)
+            dropped, _ = self._journal.popleft()
             self._journal_from = dropped
         return True
 

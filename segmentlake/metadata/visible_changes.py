@@ -69,11 +69,8 @@ def changed_keys(
     None when that cannot be told and everything must be diffed."""
     if synced is None or synced.metadata_id != store.table.table_id:
         return None
-    if (
-        not synced.metadata_version
-        <= metadata_version
-        <= synced.metadata_version + (RECORDS_SCANNED)
-    ):
+    behind = metadata_version - synced.metadata_version
+    if not 0 <= behind <= RECORDS_SCANNED:
         return None
     time = _written(store, datasource, synced.metadata_version, metadata_version)
     if time is None:
