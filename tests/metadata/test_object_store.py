@@ -110,7 +110,9 @@ def test_processes_allocating_in_one_chunk_on_s3_get_every_id_once(s3: dict[str,
         }
     )
     lake = Lake.open(None, warehouse, storage_options=s3)
-    assert len(lake.locks("s3ds")) == 3 * PER_WRITER
+    # Expired ones count too: on a loaded machine the first leases (60 s) can run out
+    # before this line, and each allocation still took its lock.
+    assert len(lake.locks("s3ds", include_expired=True)) == 3 * PER_WRITER
     assert os.environ.get("AWS_ENDPOINT_URL") is None  # nothing leaked into the environment
 
 
