@@ -93,22 +93,20 @@ class World:
         return f"publish {interval}"
 
     def mark_unused(self) -> str:
-        used = [s for s in self.segments if str(s.id) not in self.unused]
-        if not used:
-            return self.publish()
-        segment = self.rng.choice(used)
-        self.lake.mark_unused([segment.id])
-        self.unused.add(str(segment.id))
-        return f"unused {segment.id}"
+        return self._mark(used=False)
 
     def mark_used(self) -> str:
-        unused = [s for s in self.segments if str(s.id) in self.unused]
-        if not unused:
+        return self._mark(used=True)
+
+    def _mark(self, *, used: bool) -> str:
+        """Mark a random segment that is not so already (or publish when there is none)."""
+        candidates = [s for s in self.segments if (str(s.id) in self.unused) == used]
+        if not candidates:
             return self.publish()
-        segment = self.rng.choice(unused)
-        self.lake.mark_used([segment.id])
-        self.unused.discard(str(segment.id))
-        return f"used {segment.id}"
+        segment = self.rng.choice(candidates)
+        (self.lake.mark_used if used else self.lake.mark_unused)([segment.id])
+        (self.unused.discard if used else self.unused.add)(str(segment.id))
+        return f"{'used' if used else 'unused'} {segment.id}"
 
     def another_file(self) -> str:
         visible = self.lake.timeline(DS).visible_segments()
