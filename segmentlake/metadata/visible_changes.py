@@ -1,4 +1,4 @@
-"""Which segment keys a visible-table sync must look at again since this thread's last sync
+"""Which segment keys a visible-table sync must look at again since this process's last sync
 of the datasource, so the sync diffs those keys instead of every visible segment.
 
 A key's files in the visible table depend on three things: the visible records naming it and

@@ -114,7 +114,7 @@ class SyncReport:
     table version (None when the datasource has no rows yet), the files added and removed,
     the clip files written, whether a newer sync had already done the work, the segment keys
     it diffed, and whether those were all the served keys (it could not tell which can have
-    changed since this thread's last sync)."""
+    changed since this process's last sync)."""
 
     datasource: str
     metadata_version: int
@@ -159,12 +159,24 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
     visible = TableLog(
         visible_table_path(store.warehouse, datasource), storage_options=storage.storage_options
     )
+    followed = _followed_tables(visible)
+    with followed.lock:  # another thread's sync of it would do the same work, then lose
+        return _sync(store, datasource, storage, visible, followed)
+
+
+def _sync(
+    store: MetadataStore,
+    datasource: str,
+    storage: TableLog,
+    visible: TableLog,
+    followed: _Followed,
+) -> SyncReport:
     for attempt in range(_ATTEMPTS):
         # The version first: the records read next are at least this new, so the table is
         # never labelled newer than what it shows (a later sync would skip the difference).
         metadata_version = store.table.refresh()
         try:
-            table = _load(visible)
+            table = followed.visible(visible)
         except DeltaError as e:  # a log listing caught mid-link past its retries: a race
             logger.debug("loading %s: %s; again", visible.uri, e)
             time.sleep(random.uniform(0.005, 0.03) * (attempt + 1))
@@ -176,17 +188,17 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         applied = table.transaction_version(VISIBLE_APP_ID)
         if applied is not None and _unchanged(store, datasource, applied, metadata_version):
             return SyncReport(datasource, metadata_version, base, already_current=True)
-        source = _followed(storage)
+        source = followed.table(storage)
         records = _visible_records(store, datasource)
         adds, removes, wanted, diffed = _difference(
-            store, datasource, metadata_version, records, table, source, storage
+            store, datasource, metadata_version, records, table, source, followed
         )
         whole = diffed is None
         keys_diffed = wanted.served if diffed is None else diffed
         kept = records.select(["load_key", "start_ms", "end_ms"])
         done = Synced(store.table.table_id, metadata_version, table.mark, source.mark, kept)
         if not adds and not removes:
-            _remember(visible, done)
+            followed.synced = done
             return SyncReport(
                 datasource, metadata_version, base,
                 keys_diffed=keys_diffed, whole_diff=whole,
@@ -195,7 +207,7 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         if _commit(visible, base, adds, removes, schema, metadata_version):
             version = base + 1
             # Its own entry is followed next time like any other (its paths re-checked).
-            _remember(visible, done)
+            followed.synced = done
             logger.info(
                 "visible table of %s at version %d (metadata %d): +%d -%d files, %d clipped",
                 datasource, version, metadata_version, len(adds), len(removes), wanted.clipped,
@@ -219,27 +231,26 @@ def _difference(
     records: pa.Table,
     table: SegmentFiles,
     source: SegmentFiles,
-    storage: TableLog,
+    followed: _Followed,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], _Wanted, int | None]:
     """The add and remove actions that make ``table`` serve ``records``, and the number of
-    keys diffed: those that can have changed since this thread's last sync when that is
+    keys diffed: those that can have changed since this process's last sync when that is
     known, else (None) every key (a whole diff is linear in the datasource; docs/decisions.md,
     "The visible table")."""
     current = table.files
     keys = None
-    if _one_storage(records, storage):
-        last = _last_synced(table.log)
+    if _one_storage(records, source.log):
         keys = changed_keys(
-            store, datasource, last,
+            store, datasource, followed.synced,
             metadata_version=metadata_version, table=table, source=source, records=records,
         )  # fmt: skip
     if keys is None:
-        wanted = _wanted_files(_served(records), table.log, source, storage)
+        wanted = _wanted_files(_served(records), table.log, source, followed)
         adds = wanted.adds(sorted(wanted.paths.keys() - current.keys()))
         removes = [_remove(p, current[p]) for p in sorted(current.keys() - wanted.paths.keys())]
         return adds, removes, wanted, None
     served = _served(around(records, keys)) if keys else {}
-    wanted = _wanted_files({k: served[k] for k in keys if k in served}, table.log, source, storage)
+    wanted = _wanted_files({k: served[k] for k in keys if k in served}, table.log, source, followed)
     held = {p for k in keys for p in table.paths_of(k)}
     adds = wanted.adds(sorted(p for p in wanted.paths if p not in current))
     removes = [_remove(p, current[p]) for p in sorted(held - wanted.paths.keys())]
@@ -253,43 +264,57 @@ def _one_storage(records: pa.Table, storage: TableLog) -> bool:
     return all(path in ("", storage.uri) for path in _load_paths(texts).values())
 
 
-def _last_synced(visible: TableLog) -> Synced | None:
-    found: dict[str, Synced] | None = getattr(_tables, "synced", None)
-    return None if found is None else found.get(visible.uri)
+class _Followed:
+    """What this process knows of one visible table, shared by its threads: the tables it
+    follows (the visible table, its datasource table, any other a load path names) by their
+    logs' new entries instead of loading them again (a cost that grows with the table's files;
+    docs/decisions.md, "Measurements behind the code"), and what the last sync left. A sync
+    holds :attr:`lock` throughout: the file lists are not for sharing while they change."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tables: dict[str, SegmentFiles] = {}
+        self.synced: Synced | None = None
+
+    def table(self, log: TableLog) -> SegmentFiles:
+        """The latest version of the table at ``log``: followed, or loaded the first time."""
+        files = self.tables.get(log.uri)
+        if files is not None:
+            return files.refresh()
+        self.tables[log.uri] = files = SegmentFiles(log)
+        return files
+
+    def visible(self, log: TableLog) -> SegmentFiles | None:
+        """The visible table's latest version, None when there is none yet."""
+        if not _has_table(log):
+            return None
+        try:
+            return self.table(log)
+        except TableNotFoundError:
+            return None
 
 
-def _remember(visible: TableLog, synced: Synced) -> None:
-    found: dict[str, Synced] | None = getattr(_tables, "synced", None)
-    if found is None:
-        found = _tables.synced = {}
-    found[visible.uri] = synced
+_followed: dict[str, _Followed] = {}  # by the visible table's URI
+_followed_lock = threading.Lock()
 
 
-def _load(visible: TableLog) -> SegmentFiles | None:
-    """The visible table's latest version, None when there is none yet."""
-    if not _has_table(visible):
-        return None
-    try:
-        return _followed(visible)
-    except TableNotFoundError:
-        return None
+def _followed_tables(visible: TableLog) -> _Followed:
+    with _followed_lock:
+        found = _followed.get(visible.uri)
+        if found is None:
+            found = _followed[visible.uri] = _Followed()
+        return found
 
 
-# Per thread (the file lists are not for sharing between threads), the tables this thread
-# synced last, followed by their logs' new entries instead of loaded again (a cost that grows
-# with the table's files; docs/decisions.md, "Measurements behind the code").
-_tables = threading.local()
+def _forget_followed() -> None:
+    """Start afresh (a forked child: the parent's other threads, and the locks they held,
+    did not come along)."""
+    global _followed_lock
+    _followed.clear()
+    _followed_lock = threading.Lock()
 
 
-def _followed(log: TableLog) -> SegmentFiles:
-    cache: dict[str, SegmentFiles] | None = getattr(_tables, "by_uri", None)
-    if cache is None:
-        cache = _tables.by_uri = {}
-    files = cache.get(log.uri)
-    if files is not None:
-        return files.refresh()
-    cache[log.uri] = files = SegmentFiles(log)
-    return files
+os.register_at_fork(after_in_child=_forget_followed)
 
 
 def current_version(store: MetadataStore, datasource: str) -> int | None:
@@ -300,13 +325,15 @@ def current_version(store: MetadataStore, datasource: str) -> int | None:
         storage_options=store.table.storage_options,
     )
     metadata_version = store.table.refresh()
-    table = _load(visible)
-    if table is None:
-        return None
-    applied = table.transaction_version(VISIBLE_APP_ID)
-    if applied is None or not _unchanged(store, datasource, applied, metadata_version):
-        return None
-    return table.version
+    followed = _followed_tables(visible)
+    with followed.lock:
+        table = followed.visible(visible)
+        if table is None:
+            return None
+        applied = table.transaction_version(VISIBLE_APP_ID)
+        if applied is None or not _unchanged(store, datasource, applied, metadata_version):
+            return None
+        return table.version
 
 
 def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:
@@ -528,7 +555,7 @@ class _Wanted:
 
 
 def _wanted_files(
-    served: Mapping[str, _Served], visible: TableLog, source: SegmentFiles, storage: TableLog
+    served: Mapping[str, _Served], visible: TableLog, source: SegmentFiles, followed: _Followed
 ) -> _Wanted:
     """Every file of the served keys (the datasource table's, or a clip)."""
     tables: dict[str, tuple[TableLog, SegmentFiles, list[str]]] = {}
@@ -537,7 +564,7 @@ def _wanted_files(
     for key, serving in served.items():
         found = tables.get(serving.load_path)
         if found is None:
-            found = tables[serving.load_path] = _table_at(serving.load_path, source, storage)
+            found = tables[serving.load_path] = _table_at(serving.load_path, source, followed)
         log, files, whole = found
         uris = files.paths_of(key).values()
         if not uris:
@@ -554,14 +581,14 @@ def _wanted_files(
 
 
 def _table_at(
-    load_path: str, source: SegmentFiles, storage: TableLog
+    load_path: str, source: SegmentFiles, followed: _Followed
 ) -> tuple[TableLog, SegmentFiles, list[str]]:
     """The table a load path names (most often the datasource table), its files, and a list
     for the URIs of its files served whole."""
-    if not load_path or load_path == storage.uri:
-        return storage, source, []
-    log = TableLog(load_path, storage_options=storage.storage_options)
-    return log, _followed(log), []
+    if not load_path or load_path == source.log.uri:
+        return source.log, source, []
+    log = TableLog(load_path, storage_options=source.log.storage_options)
+    return log, followed.table(log), []
 
 
 def _clip(

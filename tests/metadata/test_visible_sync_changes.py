@@ -1,8 +1,9 @@
-"""A sync that diffs only the keys that can have changed since this thread's last sync must
+"""A sync that diffs only the keys that can have changed since this process's last sync must
 leave the visible table exactly as a whole diff would: random sequences of publishes (HOURs
 and DAYs over each other, so chunks win in part and clips are written), segments marked
-unused and used again, files added to a served key, and syncs by another thread in between,
-each checked against the whole diff computed from scratch. Spark-free (delta-rs writes the
+unused and used again, files added to a served key, and syncs by another thread (sharing what
+this process follows) or another process (following on its own) in between, each checked
+against the whole diff computed from scratch. Spark-free (delta-rs writes the
 datasource table)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -21,10 +23,12 @@ from segmentlake.core.names import datasource_table_path
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.lake import Lake
+from segmentlake.metadata import visible_table
 from segmentlake.metadata.segment_files import SegmentFiles
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.visible_table import (
     SyncReport,
+    _Followed,
     _served,
     _visible_records,
     _wanted_files,
@@ -118,13 +122,24 @@ class World:
         self.write(segment.load_spec["segment"], segment.interval, rows=2)
         return f"a file of {segment.load_spec['segment']}, then " + self.publish()
 
+    def foreign_delete(self) -> str:
+        """A write to the visible table that is no sync (a user's ``DELETE`` on it): the
+        next sync puts the key's files back, with no metadata commit to point at it."""
+        table = DeltaTable(visible_table_path(self.lake.warehouse, DS))
+        keys = table.get_add_actions(flatten=True).column("partition.__segment").to_pylist()
+        if not keys:
+            return self.publish()
+        key = self.rng.choice(sorted(set(keys)))
+        table.delete(f"__segment = '{key}'")
+        return f"a DELETE of {key} on the visible table"
+
 
 def whole_diff_paths(lake: Lake) -> set[str]:
     """The files a whole diff says the visible table must hold, computed from scratch."""
     storage = TableLog(datasource_table_path(lake.warehouse, DS))
     visible = TableLog(visible_table_path(lake.warehouse, DS))
     served = _served(_visible_records(lake.metadata, DS))
-    return set(_wanted_files(served, visible, SegmentFiles(storage), storage).paths)
+    return set(_wanted_files(served, visible, SegmentFiles(storage), _Followed()).paths)
 
 
 def visible_paths(lake: Lake) -> set[str]:
@@ -136,6 +151,17 @@ def sync_in_another_thread(lake: Lake) -> None:
     thread = threading.Thread(target=sync_visible_table, args=(lake.metadata, DS))
     thread.start()
     thread.join()
+
+
+def sync_as_another_process(lake: Lake) -> None:
+    """A sync that follows the tables on its own, as another process does: this process's
+    followers see the visible table move under them."""
+    uri = TableLog(visible_table_path(lake.warehouse, DS)).uri
+    ours = visible_table._followed.pop(uri)
+    try:
+        sync_visible_table(lake.metadata, DS)
+    finally:
+        visible_table._followed[uri] = ours
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -153,8 +179,14 @@ def test_a_sync_of_the_changed_keys_equals_the_whole_diff(warehouse: str, seed: 
         )[0]
         with syncs_deferred():
             done.append(action())
-        if rng.random() < 0.15:
-            sync_in_another_thread(world.lake)  # the visible table moves under this thread
+        if step and rng.random() < 0.1:
+            done.append(world.foreign_delete())
+        other = rng.random()
+        if other < 0.15:
+            sync_as_another_process(world.lake)  # the visible table moves under this process
+            done.append("a sync by another process")
+        elif other < 0.25:
+            sync_in_another_thread(world.lake)
             done.append("a sync in another thread")
         report = sync_visible_table(world.lake.metadata, DS)
         reports.append(report)
@@ -166,3 +198,67 @@ def test_a_sync_of_the_changed_keys_equals_the_whole_diff(warehouse: str, seed: 
     assert any(r.clipped for r in reports), "no chunk was served in part: clips untested"
     served = len(_served(_visible_records(world.lake.metadata, DS)))
     assert min(r.keys_diffed for r in changed_only) < served
+
+
+def _published(warehouse: str, count: int) -> World:
+    world = World(warehouse, random.Random(5))
+    world.write("k-none", Interval(START, START + timedelta(hours=1)))
+    world.lake.metadata.create()
+    with syncs_deferred():
+        for _ in range(count):
+            world.publish()
+    sync_visible_table(world.lake.metadata, DS)
+    return world
+
+
+def test_a_new_thread_follows_what_the_process_synced(warehouse: str) -> None:
+    world = _published(warehouse, 12)
+    followed = visible_table._followed[TableLog(visible_table_path(warehouse, DS)).uri]
+    loads = {uri: files.loads for uri, files in followed.tables.items()}
+    with syncs_deferred():
+        world.lake.mark_unused([world.lake.timeline(DS).visible_segments()[0].id])
+    reports: list[SyncReport] = []
+    thread = threading.Thread(
+        target=lambda: reports.append(sync_visible_table(world.lake.metadata, DS))
+    )
+    thread.start()
+    thread.join()
+    (report,) = reports
+    assert report.removed > 0, report
+    assert not report.whole_diff, report
+    assert report.keys_diffed < 12, report  # the changed keys, not every served one
+    assert {uri: files.loads for uri, files in followed.tables.items()} == loads  # followed
+
+
+def test_threads_syncing_one_datasource_at_once_leave_the_whole_diff(warehouse: str) -> None:
+    world = _published(warehouse, 8)
+    start = threading.Barrier(4)
+    moved = threading.Event()
+    ran: list[tuple[int, float, float]] = []
+    failed: list[BaseException] = []
+
+    def sync_until_moved(worker: int) -> None:
+        start.wait()
+        while not moved.is_set():
+            began = time.monotonic()
+            try:
+                sync_visible_table(world.lake.metadata, DS)
+            except BaseException as e:
+                failed.append(e)
+            ran.append((worker, began, time.monotonic()))
+
+    threads = [threading.Thread(target=sync_until_moved, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    for _ in range(6):  # the metadata moves while they sync
+        with syncs_deferred():
+            world.rng.choice([world.publish, world.mark_unused, world.mark_used])()
+    moved.set()
+    for thread in threads:
+        thread.join()
+    assert not failed, failed
+    raced = [(a, b) for a in ran for b in ran if a[0] < b[0] and a[1] < b[2] and b[1] < a[2]]
+    assert raced, ran  # calls of different threads were in flight at once
+    sync_visible_table(world.lake.metadata, DS)
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
