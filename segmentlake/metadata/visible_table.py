@@ -70,6 +70,7 @@ logger = logging.getLogger(__name__)
 VISIBLE_APP_ID = "segmentlake.visible"
 ENGINE_INFO = "segmentlake-visible"
 _ATTEMPTS = 20
+_WAIT_S = 60.0  # for another thread's sync of the same datasource (a rebuild at 10^5: ~8 s)
 _CHECKPOINT_EVERY = 50  # versions: Spark replays the log after the last one on every query
 _RETAIN_LOG = "interval 2 days"  # time travel on the visible table reaches this far back
 
@@ -159,8 +160,7 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
     visible = TableLog(
         visible_table_path(store.warehouse, datasource), storage_options=storage.storage_options
     )
-    followed = _followed_tables(visible)
-    with followed.lock:  # another thread's sync of it would do the same work, then lose
+    with _followed_for(visible) as followed:
         return _sync(store, datasource, storage, visible, followed)
 
 
@@ -298,12 +298,27 @@ _followed: dict[str, _Followed] = {}  # by the visible table's URI
 _followed_lock = threading.Lock()
 
 
-def _followed_tables(visible: TableLog) -> _Followed:
+@contextmanager
+def _followed_for(visible: TableLog) -> Iterator[_Followed]:
+    """The process's followers of ``visible``, held for the block (another thread's sync of
+    the datasource would do the same work, then lose the commit race). A thread that waits
+    longer than :data:`_WAIT_S` (a sync stuck on a slow store) goes on with followers of its
+    own, as another process would, rather than queue behind it."""
     with _followed_lock:
-        found = _followed.get(visible.uri)
-        if found is None:
-            found = _followed[visible.uri] = _Followed()
-        return found
+        followed = _followed.get(visible.uri)
+        if followed is None:
+            followed = _followed[visible.uri] = _Followed()
+    if not followed.lock.acquire(timeout=_WAIT_S):
+        logger.warning(
+            "a sync of %s has held its followers for %.0f s; going on without them",
+            visible.uri, _WAIT_S,
+        )  # fmt: skip
+        yield _Followed()
+        return
+    try:
+        yield followed
+    finally:
+        followed.lock.release()
 
 
 def _forget_followed() -> None:
@@ -325,8 +340,7 @@ def current_version(store: MetadataStore, datasource: str) -> int | None:
         storage_options=store.table.storage_options,
     )
     metadata_version = store.table.refresh()
-    followed = _followed_tables(visible)
-    with followed.lock:
+    with _followed_for(visible) as followed:
         table = followed.visible(visible)
         if table is None:
             return None

@@ -262,3 +262,21 @@ def test_threads_syncing_one_datasource_at_once_leave_the_whole_diff(warehouse: 
     assert raced, ran  # calls of different threads were in flight at once
     sync_visible_table(world.lake.metadata, DS)
     assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+
+
+def test_a_sync_stuck_in_another_thread_holds_up_the_others_for_a_bounded_time(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = _published(warehouse, 6)
+    monkeypatch.setattr(visible_table, "_WAIT_S", 0.3)
+    stuck = visible_table._followed[TableLog(visible_table_path(warehouse, DS)).uri].lock
+    with syncs_deferred():
+        world.lake.mark_unused([world.lake.timeline(DS).visible_segments()[0].id])
+    with stuck:  # as a sync hung on its store would hold it
+        began = time.monotonic()
+        report = sync_visible_table(world.lake.metadata, DS)
+        waited = time.monotonic() - began
+    assert report.removed > 0, report
+    assert report.whole_diff, report  # followers of its own, as another process's
+    assert 0.3 <= waited < 10, waited
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
