@@ -161,7 +161,10 @@ def sync_visible_table(store: MetadataStore, datasource: str) -> SyncReport:
         visible_table_path(store.warehouse, datasource), storage_options=storage.storage_options
     )
     with _followed_for(visible) as followed:
-        return _sync(store, datasource, storage, visible, followed)
+        report = _sync(store, datasource, storage, visible, followed)
+    if report.table_version is not None and (report.added or report.removed):
+        _upkeep(visible, report.table_version)  # a checkpoint holds up no other thread's sync
+    return report
 
 
 def _sync(
@@ -212,7 +215,6 @@ def _sync(
                 "visible table of %s at version %d (metadata %d): +%d -%d files, %d clipped",
                 datasource, version, metadata_version, len(adds), len(removes), wanted.clipped,
             )  # fmt: skip
-            _upkeep(visible, version)
             return SyncReport(
                 datasource, metadata_version, version, len(adds), len(removes), wanted.clipped,
                 keys_diffed=keys_diffed, whole_diff=whole,

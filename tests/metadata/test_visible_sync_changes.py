@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -280,3 +281,30 @@ def test_a_sync_stuck_in_another_thread_holds_up_the_others_for_a_bounded_time(
     assert report.whole_diff, report  # followers of its own, as another process's
     assert 0.3 <= waited < 10, waited
     assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+
+
+def test_the_visible_table_is_checkpointed_after_its_sync_lets_the_others_go(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(visible_table, "_CHECKPOINT_EVERY", 2)
+    world = _published(warehouse, 2)
+    lock = visible_table._followed[TableLog(visible_table_path(warehouse, DS)).uri].lock
+    upkeep = visible_table._upkeep
+    held: list[bool] = []
+
+    def watched(visible: TableLog, version: int) -> None:
+        held.append(lock.locked())
+        upkeep(visible, version)
+
+    monkeypatch.setattr(visible_table, "_upkeep", watched)
+    for _ in range(4):
+        with syncs_deferred():
+            world.publish()
+        sync_visible_table(world.lake.metadata, DS)
+    log = Path(visible_table_path(warehouse, DS)) / "_delta_log"
+    version = DeltaTable(visible_table_path(warehouse, DS)).version()
+    written = sorted(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
+    assert written, "no checkpoint"
+    assert all(v % 2 == 0 for v in written), written
+    assert written[-1] >= version - 1, (written, version)
+    assert held == [False] * 4, held  # every committing sync, none holding the others up
