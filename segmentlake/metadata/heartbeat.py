@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from segmentlake.metadata.background import start_daemon
 from segmentlake.metadata.lockbox import Lockbox
 
 __all__ = ["LeaseKeeper"]
@@ -22,8 +23,7 @@ class LeaseKeeper:
         self.datasource = datasource
         self.group_id = group_id
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, name=f"heartbeat-{group_id}", daemon=True)
-        self.thread.start()
+        self.thread = start_daemon(self._beat, name=f"heartbeat-{group_id}", stop=self.stop)
 
     def _beat(self) -> None:
         while not self.stop.wait(self.lockbox.lease_ms / 3000):

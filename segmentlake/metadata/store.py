@@ -38,6 +38,7 @@ from deltalake.transaction import AddAction
 
 from segmentlake.errors import CommitStateUnknown, SpecError
 from segmentlake.faults import crash_point
+from segmentlake.metadata.background import start_daemon
 from segmentlake.metadata.metadata_table import PARTITION_COLUMN, DataFile, LostRace, MetadataTable
 from segmentlake.metadata.records import (
     LEASE,
@@ -601,10 +602,7 @@ class MetadataStore:
         with self._lock:
             if self._upkeep is not None and self._upkeep.is_alive():
                 return  # the running one picks up the next due work at a later commit
-            self._upkeep = threading.Thread(
-                target=_run_all, args=(jobs,), name="segmentlake-upkeep", daemon=True
-            )
-            self._upkeep.start()
+            self._upkeep = start_daemon(_run_all, args=(jobs,), name="segmentlake-upkeep")
 
     def _checkpoint_due(self) -> bool:
         age = self.table.log.last_checkpoint_age_s()
