@@ -21,9 +21,11 @@ which goes first; medians after the first (uncounted, warm-up) round, with the a
 Then ``--syncs`` rounds of the visible table's sync alone at 10^4 segments, each after one
 segment was marked unused or used again (its files leave or join the visible table): the
 median in the thread that synced before (the process follows both tables' logs), one sync in
-a thread that never synced (it follows what the process followed), one as the first sync of a
-process (it loads both tables' files first), and one that rebuilds the visible table from
-nothing (10^4 add actions with their stats).
+a thread that never synced (it follows what the process followed), the first sync of a
+process while the table is current (a read's: it reads the visible table's latest log entry),
+one as the first sync of a process after a change (it loads both tables' files first, at the
+same time), and one that rebuilds the visible table from nothing (10^4 add actions with their
+stats).
 """
 
 from __future__ import annotations
@@ -148,6 +150,11 @@ def syncs(lake: Lake, rounds: int) -> dict:
 
     new_thread = timed_in_new_thread()
     _forget_followed()  # what a process that never synced knows
+    started = time.perf_counter()
+    current = sync_visible_table(lake.metadata, "many")  # a read's, the table current
+    first_current = time.perf_counter() - started
+    assert current.already_current, current
+    _forget_followed()
     cold = timed_in_new_thread()
     shutil.rmtree(visible_table_path(lake.warehouse, "many"))
     started = time.perf_counter()
@@ -159,6 +166,7 @@ def syncs(lake: Lake, rounds: int) -> dict:
         "warm_median_ms": round(statistics.median(warm[1:]) * 1000, 1),
         "warm_runs_ms": [round(x * 1000, 1) for x in warm],
         "new_thread_ms": round(new_thread * 1000, 1),
+        "first_in_process_current_ms": round(first_current * 1000, 1),
         "first_in_process_ms": round(cold * 1000, 1),
         "rebuild_ms": round(rebuild * 1000, 1),
         "rebuild_added_files": rebuilt.added,

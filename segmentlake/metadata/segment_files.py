@@ -77,6 +77,7 @@ class SegmentFiles:
         self._snapshot_actions: pa.Table | None = None
         self._followed_adds: dict[str, Mapping[str, Any]] = {}
         self._txns: dict[str, int] = {}
+        self._latest_txns: dict[str, int] | None = None  # those of entry `version`, if read
         self._followed = 0.0
         self._stamp: Stamp | None = None  # of entry `version`: the table is the same
         # The paths (with their keys) each followed entry added or removed, oldest first,
@@ -117,6 +118,7 @@ class SegmentFiles:
         self._snapshot_rows = {p: i for i, p in enumerate(paths)}
         self._followed_adds = {}
         self._txns = {}
+        self._latest_txns = None
         self.version = int(table.version())
         self._journal = deque()
         self._journal_from = self.version
@@ -145,6 +147,7 @@ class SegmentFiles:
         if any("protocol" in a for a in actions):
             return False
         touched: dict[str, str | None] = {}
+        txns: dict[str, int] = {}
         # Removes first: a commit may remove a path and add it again (a new deletion vector).
         for action in actions:
             if "remove" in action:
@@ -162,7 +165,7 @@ class SegmentFiles:
                 self._by_key.setdefault(key, {})[add["path"]] = self.root + add["path"]
                 self._followed_adds[add["path"]] = add
             elif "txn" in action:
-                self._txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+                txns[action["txn"]["appId"]] = int(action["txn"]["version"])
             elif "metaData" in action:
                 meta = action["metaData"]
                 self.schema_json = meta["schemaString"]
@@ -171,6 +174,8 @@ class SegmentFiles:
                     "configuration": dict(meta.get("configuration") or {}),
                     "createdTime": meta.get("createdTime"),
                 }
+        self._txns.update(txns)
+        self._latest_txns = txns
         self._journal.append((version, touched))
         if len(self._journal) > _JOURNAL:
             dropped, _ = self._journal.popleft()
@@ -217,6 +222,13 @@ class SegmentFiles:
         assert self._snapshot is not None
         found = self._snapshot.transaction_version(app_id)
         return None if found is None else int(found)
+
+    def latest_entry_transactions(self) -> Mapping[str, int]:
+        """The application transactions the entry of :attr:`version` recorded (none for a
+        write by another application, e.g. a user's ``DELETE``)."""
+        if self._latest_txns is None:
+            self._latest_txns = self.log.entry_transactions(self.version) or {}
+        return self._latest_txns
 
     def paths_of(self, key: str) -> Mapping[str, str]:
         """The live files of segment key ``key``: path -> URI (read only)."""

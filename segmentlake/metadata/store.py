@@ -44,6 +44,7 @@ from segmentlake.metadata.records import (
     LEASE,
     LEASED_KINDS,
     PENDING,
+    SEGMENT,
     TABLE_SCHEMA,
     TIME_KINDS,
     Row,
@@ -541,12 +542,16 @@ class MetadataStore:
         rows = _versions(effective, batches, rev=state.version + 1)
         self.create()
         add = self.table.write_rows(state.datasource, rows)
-        record = {
+        record: dict[str, Any] = {
             "id": commit_id,
             "op": operation,
             "ds": state.datasource,
             "writes": writes.to_json(),
         }
+        if not pc.any(pc.equal(rows["kind"], SEGMENT)).as_py():
+            # The visible timeline is the segment records': a sync, or a reader asking
+            # whether the visible table is current, passes over this commit.
+            record["segments"] = False
         based_on = state.version
         lost = 0
         while True:

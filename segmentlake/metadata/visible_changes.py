@@ -20,8 +20,9 @@ answers None, and the sync diffs everything (docs/decisions.md, "Visible table")
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +32,7 @@ from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.segment_files import Mark, SegmentFiles
 from segmentlake.metadata.store import MetadataStore
 
-__all__ = ["Synced", "around", "changed_keys"]
+__all__ = ["Synced", "around", "changed_keys", "changes_timeline"]
 
 # Metadata commits read to learn what changed; further behind, the whole diff is as cheap.
 RECORDS_SCANNED = 2_000
@@ -98,6 +99,18 @@ def around(records: pa.Table, keys: Iterable[str]) -> pa.Table:
     return records.filter(pa.array(_overlapping(records, spans.ranges)))
 
 
+def changes_timeline(record: Mapping[str, Any], datasource: str) -> bool:
+    """Whether the metadata commit of ``record`` (which names its datasource) can have
+    changed the visible timeline of ``datasource``: not when it is another datasource's,
+    changes no row, or wrote no segment record (a lock, an allocation, a compaction's
+    bookkeeping; records written before commits said so count as changing it)."""
+    return (
+        record["ds"] == datasource
+        and not record.get("neutral")
+        and record.get("segments", True) is not False
+    )
+
+
 def _written(
     store: MetadataStore, datasource: str, after: int, upto: int
 ) -> tuple[tuple[int, int], ...] | None:
@@ -107,8 +120,8 @@ def _written(
     for _, record in store.table.records(after, upto):
         if record is None or record.get("ds") is None:
             return None
-        if record["ds"] != datasource or record.get("neutral"):
-            continue  # another datasource's commit, or one that changes no row
+        if not changes_timeline(record, datasource):
+            continue
         scope = scope | Scope.from_json(record.get("writes"))
         if scope.everything or len(scope.ranges) > _MAX_RANGES:
             return None

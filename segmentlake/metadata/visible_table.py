@@ -34,6 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,13 @@ from segmentlake.metadata.records import SEGMENT
 from segmentlake.metadata.segment_files import SegmentFiles, same_schema
 from segmentlake.metadata.store import MetadataStore
 from segmentlake.metadata.table_log import TableLog, load_through_gaps, local_path
-from segmentlake.metadata.visible_changes import RECORDS_SCANNED, Synced, around, changed_keys
+from segmentlake.metadata.visible_changes import (
+    RECORDS_SCANNED,
+    Synced,
+    around,
+    changed_keys,
+    changes_timeline,
+)
 from segmentlake.metadata.visible_clips import Clip, write_clip
 
 __all__ = [
@@ -178,6 +185,11 @@ def _sync(
         # The version first: the records read next are at least this new, so the table is
         # never labelled newer than what it shows (a later sync would skip the difference).
         metadata_version = store.table.refresh()
+        if not followed.follows(visible):
+            current = _current_at_tip(store, datasource, visible, metadata_version)
+            if current is not None:
+                return SyncReport(datasource, metadata_version, current, already_current=True)
+            followed.preload(visible, storage)  # both are needed now
         try:
             table = followed.visible(visible)
         except DeltaError as e:  # a log listing caught mid-link past its retries: a race
@@ -189,8 +201,16 @@ def _sync(
             continue
         base = table.version
         applied = table.transaction_version(VISIBLE_APP_ID)
+        foreign_tip = False
         if applied is not None and _unchanged(store, datasource, applied, metadata_version):
-            return SyncReport(datasource, metadata_version, base, already_current=True)
+            if _synced_last(table):
+                return SyncReport(datasource, metadata_version, base, already_current=True)
+            if applied > metadata_version:  # a newer sync since the version was read
+                continue
+            # A write that is no sync came after the last one (a user's DELETE): put it
+            # right, and end the log with a sync's entry even if nothing differs, so the
+            # next look at the latest entry finds the table current.
+            foreign_tip = True
         source = followed.table(storage)
         records = _visible_records(store, datasource)
         adds, removes, wanted, diffed = _difference(
@@ -200,7 +220,7 @@ def _sync(
         keys_diffed = wanted.served if diffed is None else diffed
         kept = records.select(["load_key", "start_ms", "end_ms"])
         done = Synced(store.table.table_id, metadata_version, table.mark, source.mark, kept)
-        if not adds and not removes:
+        if not adds and not removes and not foreign_tip:
             followed.synced = done
             return SyncReport(
                 datasource, metadata_version, base,
@@ -278,6 +298,22 @@ class _Followed:
         self.tables: dict[str, SegmentFiles] = {}
         self.synced: Synced | None = None
 
+    def follows(self, log: TableLog) -> bool:
+        return log.uri in self.tables
+
+    def preload(self, *logs: TableLog) -> None:
+        """Load the tables at ``logs`` not followed yet, at the same time: delta-rs reads a
+        log with the GIL released (two tables of 10^5 files: 1.0 s instead of 1.85 s). A
+        load that fails is left for :meth:`table` to do again and report."""
+        missing = [log for log in logs if not self.follows(log) and _has_table(log)]
+        if len(missing) < 2:
+            return
+        with ThreadPoolExecutor(len(missing), thread_name_prefix="segmentlake-load") as pool:
+            loaded = list(pool.map(_loaded_or_none, missing))
+        for log, files in zip(missing, loaded, strict=True):
+            if files is not None:
+                self.tables[log.uri] = files
+
     def table(self, log: TableLog) -> SegmentFiles:
         """The latest version of the table at ``log``: followed, or loaded the first time."""
         files = self.tables.get(log.uri)
@@ -294,6 +330,34 @@ class _Followed:
             return self.table(log)
         except TableNotFoundError:
             return None
+
+
+def _loaded_or_none(log: TableLog) -> SegmentFiles | None:
+    try:
+        return SegmentFiles(log)
+    except Exception as e:  # the sync loads it again, and reports what fails then
+        logger.debug("preloading %s: %s", log.uri, e)
+        return None
+
+
+def _current_at_tip(
+    store: MetadataStore, datasource: str, visible: TableLog, metadata_version: int
+) -> int | None:
+    """The visible table's latest version if its log entry is a sync that shows the timeline
+    of ``metadata_version``, else None (the entry is no sync's: the table's creation, a
+    user's ``DELETE``; or it cannot be read). One entry read: all a process that follows
+    nothing yet needs to tell that the table is current, where loading its files takes
+    ~1.2 s and ~0.35 GB at 10^5."""
+    try:
+        version = visible.latest_entry()
+        txns = visible.entry_transactions(version) if version >= 0 else None
+    except OSError as e:
+        logger.debug("reading the latest entry of %s: %s", visible.uri, e)
+        return None
+    applied = (txns or {}).get(VISIBLE_APP_ID)
+    if applied is None or not _unchanged(store, datasource, applied, metadata_version):
+        return None
+    return version
 
 
 _followed: dict[str, _Followed] = {}  # by the visible table's URI
@@ -343,13 +407,23 @@ def current_version(store: MetadataStore, datasource: str) -> int | None:
     )
     metadata_version = store.table.refresh()
     with _followed_for(visible) as followed:
+        if not followed.follows(visible):
+            current = _current_at_tip(store, datasource, visible, metadata_version)
+            if current is not None:
+                return current
         table = followed.visible(visible)
         if table is None:
             return None
         applied = table.transaction_version(VISIBLE_APP_ID)
         if applied is None or not _unchanged(store, datasource, applied, metadata_version):
             return None
-        return table.version
+        return table.version if _synced_last(table) else None
+
+
+def _synced_last(table: SegmentFiles) -> bool:
+    """Whether the table's latest entry is a sync's: a write after it that is no sync (a
+    user's ``DELETE`` on the table) leaves the timeline's rows to be put back."""
+    return VISIBLE_APP_ID in table.latest_entry_transactions()
 
 
 def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:
@@ -361,7 +435,9 @@ def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int)
     if latest - applied > RECORDS_SCANNED:
         return False
     return all(
-        record is not None and record.get("ds") not in (None, datasource)
+        record is not None
+        and record.get("ds") is not None
+        and not changes_timeline(record, datasource)
         for _, record in store.table.records(applied, latest)
     )
 

@@ -176,5 +176,47 @@ def test_the_visible_table_follows_publishes_on_s3(s3: dict[str, str]) -> None:
     assert keys == ["k0", "k1"]
     assert table.transaction_version(VISIBLE_APP_ID) is not None
     lake.mark_unused([segments[0].id])
-    keys, _ = visible()
+    keys, table = visible()
     assert keys == ["k1"]
+
+    # A process that follows nothing tells the table is current from its latest entry,
+    # found by probes, without loading it.
+    from segmentlake.metadata import visible_table as module
+    from segmentlake.metadata.table_log import TableLog
+
+    module._forget_followed()
+    assert module.current_version(lake.metadata, "vis") == table.version()
+    uri = TableLog(visible_table_path(warehouse, "vis"), storage_options=s3).uri
+    assert module._followed[uri].tables == {}
+
+    # A write that is no sync and changes no file: the next sync ends the log with its own.
+    foreign = table.version() + 1
+    table.create_write_transaction([], "append", table.schema(), partition_by=["__segment"])
+    assert DeltaTable(visible_table_path(warehouse, "vis"), storage_options=s3).version() == foreign
+    module._forget_followed()
+    assert module.current_version(lake.metadata, "vis") is None
+    assert module.sync_visible_table(lake.metadata, "vis").table_version == foreign + 1
+    module._forget_followed()
+    assert module.current_version(lake.metadata, "vis") == foreign + 1
+
+
+def test_the_latest_entry_on_s3_is_found_by_probes_from_the_last_checkpoint(
+    s3: dict[str, str],
+) -> None:
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from segmentlake.metadata.table_log import TableLog
+
+    uri = f"s3://{BUCKET}/probed"
+    log = TableLog(uri, storage_options=s3)
+    assert log.latest_entry() == -1
+    rows = pa.table({"value": pa.array([1], pa.int64())})
+    found = []
+    for version in range(14):
+        write_deltalake(uri, rows, mode="append", storage_options=s3)
+        if version == 6:
+            DeltaTable(uri, storage_options=s3).create_checkpoint()
+        found.append((log.latest_entry(), version))
+    assert all(latest == version for latest, version in found), found
+    assert log.last_checkpoint() == 6

@@ -33,6 +33,7 @@ from segmentlake.metadata.visible_table import (
     _served,
     _visible_records,
     _wanted_files,
+    current_version,
     sync_visible_table,
     syncs_deferred,
     visible_table_path,
@@ -231,6 +232,73 @@ def test_a_new_thread_follows_what_the_process_synced(warehouse: str) -> None:
     assert {uri: files.loads for uri, files in followed.tables.items()} == loads  # followed
 
 
+def test_a_process_that_follows_nothing_reads_one_log_entry_to_tell_a_current_table(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = _published(warehouse, 6)
+    visible = TableLog(visible_table_path(warehouse, DS))
+    storage = TableLog(datasource_table_path(warehouse, DS))
+    latest = visible.version()
+    visible_table._forget_followed()  # what a new process knows
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert (report.already_current, report.table_version) == (True, latest), report
+    assert current_version(world.lake.metadata, DS) == latest
+    # A commit of the datasource that writes no segment record (a lock) leaves it current.
+    lock = world.lake.actions.try_lock(
+        DS, Interval(START, START + timedelta(hours=1)), group_id="x"
+    )
+    assert lock.granted
+    assert world.lake.metadata.version() > report.metadata_version
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert (report.already_current, report.table_version) == (True, latest), report
+    followed = visible_table._followed[visible.uri]
+    assert followed.tables == {}  # neither table loaded
+
+    # Behind: both tables are needed, and loaded at the same time, in threads of their own.
+    loaders: list[str] = []
+
+    class Recorded(SegmentFiles):
+        def __init__(self, log: TableLog) -> None:
+            loaders.append(threading.current_thread().name)
+            super().__init__(log)
+
+    monkeypatch.setattr(visible_table, "SegmentFiles", Recorded)
+    with syncs_deferred():
+        world.lake.mark_unused([world.lake.timeline(DS).visible_segments()[0].id])
+    visible_table._forget_followed()
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert report.removed > 0, report
+    assert report.whole_diff, report
+    assert len(loaders) == 2
+    assert all(n.startswith("segmentlake-load") for n in loaders), loaders
+    followed = visible_table._followed[visible.uri]
+    assert {uri: f.loads for uri, f in followed.tables.items()} == {
+        visible.uri: 1,
+        storage.uri: 1,
+    }
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+
+
+@pytest.mark.parametrize("new_process", [False, True])
+def test_a_write_after_the_last_sync_is_put_right_with_no_metadata_commit(
+    warehouse: str, new_process: bool
+) -> None:
+    """A user's DELETE on the visible table, and then no metadata commit: the table is not
+    current, for a process following it and for a new one alike; the next sync (a read's)
+    puts the files back."""
+    world = _published(warehouse, 6)
+    wanted = whole_diff_paths(world.lake)
+    world.foreign_delete()
+    assert visible_paths(world.lake) < wanted
+    if new_process:
+        visible_table._forget_followed()
+    assert current_version(world.lake.metadata, DS) is None
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert report.added > 0, report
+    assert visible_paths(world.lake) == wanted
+    assert current_version(world.lake.metadata, DS) == report.table_version
+
+
 def test_threads_syncing_one_datasource_at_once_leave_the_whole_diff(warehouse: str) -> None:
     world = _published(warehouse, 8)
     start = threading.Barrier(4)
@@ -308,3 +376,24 @@ def test_the_visible_table_is_checkpointed_after_its_sync_lets_the_others_go(
     assert all(v % 2 == 0 for v in written), written
     assert written[-1] >= version - 1, (written, version)
     assert held == [False] * 4, held  # every committing sync, none holding the others up
+
+
+def test_an_entry_that_changes_nothing_at_the_tip_is_followed_by_a_sync_entry(
+    warehouse: str,
+) -> None:
+    """A write that is no sync and changes no file (a VACUUM's log entry): the next sync
+    commits an entry of its own, so a new process finds the table current again from the
+    latest entry alone."""
+    world = _published(warehouse, 4)
+    visible = TableLog(visible_table_path(warehouse, DS))
+    tip = visible.version()
+    vacuum = '{"commitInfo":{"timestamp":0,"operation":"VACUUM START"}}\n'
+    assert visible.put_entry_if_absent(tip + 1, vacuum)
+    visible_table._forget_followed()
+    assert current_version(world.lake.metadata, DS) is None
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert (report.added, report.removed, report.table_version) == (0, 0, tip + 2), report
+    visible_table._forget_followed()
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert (report.already_current, report.table_version) == (True, tip + 2), report
+    assert visible_table._followed[visible.uri].tables == {}
