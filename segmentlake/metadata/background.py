@@ -2,8 +2,8 @@
 
 At exit Python ends a daemon thread as soon as it takes the GIL back after native code, and
 ending it there unwinds through delta-rs's Rust frames, which crashes the whole process
-(SIGSEGV, exit status 139) after the program's own work is done. One in 8 to 16 processes
-whose last commit started the metadata upkeep (a checkpoint) ended that way (gdb: the
+(SIGSEGV, exit status 139) after the program's own work is done. One in 8 to 18 processes
+whose last commits started the metadata upkeep (a fold or a checkpoint) ended that way (gdb: the
 ``segmentlake-upkeep`` thread inside a delta-rs table load). A thread started here is told
 to stop (its ``stop`` event, if any) and joined by an ``atexit`` hook, for at most
 :data:`EXIT_WAIT_S` in all.

@@ -200,17 +200,20 @@ def _sync(
             _create(visible, storage)
             continue
         base = table.version
+        latest_txns = table.latest_entry_transactions()
+        if _shows(store, datasource, latest_txns, metadata_version):
+            return SyncReport(datasource, metadata_version, base, already_current=True)
+        # A write that is no sync after the last one (a user's DELETE) on a timeline that has
+        # not changed since: put it right, and end the log with a sync's entry even if
+        # nothing differs, so the next look at the latest entry finds the table current.
         applied = table.transaction_version(VISIBLE_APP_ID)
-        foreign_tip = False
-        if applied is not None and _unchanged(store, datasource, applied, metadata_version):
-            if _synced_last(table):
-                return SyncReport(datasource, metadata_version, base, already_current=True)
-            if applied > metadata_version:  # a newer sync since the version was read
-                continue
-            # A write that is no sync came after the last one (a user's DELETE): put it
-            # right, and end the log with a sync's entry even if nothing differs, so the
-            # next look at the latest entry finds the table current.
-            foreign_tip = True
+        foreign_tip = (
+            VISIBLE_APP_ID not in latest_txns
+            and applied is not None
+            and _unchanged(store, datasource, applied, metadata_version)
+        )
+        if foreign_tip and applied is not None and applied > metadata_version:
+            continue  # a newer sync since the version was read: read the metadata again
         source = followed.table(storage)
         records = _visible_records(store, datasource)
         adds, removes, wanted, diffed = _difference(
@@ -354,10 +357,18 @@ def _current_at_tip(
     except OSError as e:
         logger.debug("reading the latest entry of %s: %s", visible.uri, e)
         return None
-    applied = (txns or {}).get(VISIBLE_APP_ID)
-    if applied is None or not _unchanged(store, datasource, applied, metadata_version):
-        return None
-    return version
+    return version if _shows(store, datasource, txns or {}, metadata_version) else None
+
+
+def _shows(
+    store: MetadataStore, datasource: str, latest_txns: Mapping[str, int], metadata_version: int
+) -> bool:
+    """Whether a table whose latest entry recorded ``latest_txns`` shows the timeline of
+    ``metadata_version``: that entry is a sync's (not a user's ``DELETE`` after it, whose rows
+    are to be put back) and no commit since the metadata version it applied changed the
+    timeline."""
+    applied = latest_txns.get(VISIBLE_APP_ID)
+    return applied is not None and _unchanged(store, datasource, applied, metadata_version)
 
 
 _followed: dict[str, _Followed] = {}  # by the visible table's URI
@@ -414,16 +425,8 @@ def current_version(store: MetadataStore, datasource: str) -> int | None:
         table = followed.visible(visible)
         if table is None:
             return None
-        applied = table.transaction_version(VISIBLE_APP_ID)
-        if applied is None or not _unchanged(store, datasource, applied, metadata_version):
-            return None
-        return table.version if _synced_last(table) else None
-
-
-def _synced_last(table: SegmentFiles) -> bool:
-    """Whether the table's latest entry is a sync's: a write after it that is no sync (a
-    user's ``DELETE`` on the table) leaves the timeline's rows to be put back."""
-    return VISIBLE_APP_ID in table.latest_entry_transactions()
+        txns = table.latest_entry_transactions()
+        return table.version if _shows(store, datasource, txns, metadata_version) else None
 
 
 def _unchanged(store: MetadataStore, datasource: str, applied: int, latest: int) -> bool:
