@@ -32,10 +32,17 @@ from urllib.parse import quote
 import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.metadata.metadata_table import FOLLOW_GAP_S
-from segmentlake.metadata.table_log import Stamp, TableLog, epoch_millis, local_path
+from segmentlake.metadata.table_log import (
+    Stamp,
+    TableLog,
+    epoch_millis,
+    load_through_gaps,
+    local_path,
+)
 
 __all__ = ["Mark", "SegmentFiles", "follow_gap_s", "same_schema", "uri_root"]
 
@@ -222,6 +229,23 @@ class SegmentFiles:
         assert self._snapshot is not None
         found = self._snapshot.transaction_version(app_id)
         return None if found is None else int(found)
+
+    def delta_table_at(self, version: int) -> DeltaTable:
+        """A delta-rs handle of the table at ``version`` (this follower's, for a commit on
+        top of it): the snapshot of the last whole load brought forward, which reads only the
+        entries since (a fresh load reads the checkpoint: ~0.37 s against ~0.2 s at 10^5
+        files on S3), or loaded again when those entries are gone."""
+        assert self._snapshot is not None
+        snapshot = self._snapshot
+        if int(snapshot.version()) != version:
+            try:
+                load_through_gaps(lambda: snapshot.load_as_version(version))
+            except DeltaError as e:
+                logger.debug("bringing %s to %d: %s; loading it", self.log.uri, version, e)
+                snapshot = self.log.table(version)
+            # Its transactions at `version` are those this follower knows: still true.
+            self._snapshot = snapshot
+        return snapshot
 
     def latest_entry_transactions(self) -> Mapping[str, int]:
         """The application transactions the entry of :attr:`version` recorded (none for a

@@ -230,8 +230,8 @@ def _sync(
                 keys_diffed=keys_diffed, whole_diff=whole,
             )  # fmt: skip
         schema = _schema_change(source, table)
-        if _commit(visible, base, adds, removes, schema, metadata_version):
-            version = base + 1
+        version = _commit(visible, table, adds, removes, schema, metadata_version)
+        if version is not None:
             # Its own entry is followed next time like any other (its paths re-checked).
             followed.synced = done
             logger.info(
@@ -776,56 +776,74 @@ def _schema_change(source: SegmentFiles, table: SegmentFiles) -> dict[str, Any] 
 
 def _commit(
     visible: TableLog,
-    base: int,
+    table: SegmentFiles,
     adds: Sequence[dict[str, Any]],
     removes: Sequence[dict[str, Any]],
     metadata: dict[str, Any] | None,
     metadata_version: int,
-) -> bool:
-    """Commit the difference as version ``base + 1``; False when that version is taken."""
+) -> int | None:
+    """Commit the difference on top of ``table``'s version; the version it landed as, None
+    when a concurrent commit took that version."""
+    base = table.version
     stamp = _now()
-    if visible.local:
-        entry: list[dict[str, Any]] = [
-            {
-                "commitInfo": {
-                    "timestamp": stamp,
-                    "operation": "WRITE",
-                    "engineInfo": ENGINE_INFO,
-                    "operationParameters": {
-                        "mode": "Overwrite",
-                        "partitionBy": json.dumps([SEGMENT_KEY_COLUMN]),
-                    },
-                }
-            },
-            {"txn": {"appId": VISIBLE_APP_ID, "version": metadata_version, "lastUpdated": stamp}},
-        ]
-        if metadata is not None:
-            entry.append({"metaData": metadata})
-        entry += [{"add": add} for add in adds]
-        entry += [
-            {
-                "remove": {
-                    **r,
-                    "deletionTimestamp": stamp,
-                    "dataChange": True,
-                    "extendedFileMetadata": True,
-                }
+    if not visible.local:
+        return _commit_through_delta_rs(table, adds, removes, metadata, metadata_version)
+    entry: list[dict[str, Any]] = [
+        {
+            "commitInfo": {
+                "timestamp": stamp,
+                "operation": "WRITE",
+                "engineInfo": ENGINE_INFO,
+                "operationParameters": {
+                    "mode": "Overwrite",
+                    "partitionBy": json.dumps([SEGMENT_KEY_COLUMN]),
+                },
             }
-            for r in removes
-        ]
-        return visible.put_entry_if_absent(base + 1, _lines(entry))
-    return _commit_through_delta_rs(visible, base, adds, removes, metadata_version)
+        },
+        {"txn": {"appId": VISIBLE_APP_ID, "version": metadata_version, "lastUpdated": stamp}},
+    ]
+    if metadata is not None:
+        entry.append({"metaData": metadata})
+    entry += [{"add": add} for add in adds]
+    entry += [
+        {
+            "remove": {
+                **r,
+                "deletionTimestamp": stamp,
+                "dataChange": True,
+                "extendedFileMetadata": True,
+            }
+        }
+        for r in removes
+    ]
+    return base + 1 if visible.put_entry_if_absent(base + 1, _lines(entry)) else None
 
 
 def _commit_through_delta_rs(
-    visible: TableLog,
-    base: int,
+    table: SegmentFiles,
     adds: Sequence[dict[str, Any]],
     removes: Sequence[dict[str, Any]],
+    metadata: dict[str, Any] | None,
     metadata_version: int,
-) -> bool:
-    """An object store's put-if-absent is delta-rs's conditional PUT, at ``base + 1``."""
-    table = visible.table(base)
+) -> int | None:
+    """An object store's put-if-absent is delta-rs's conditional PUT, at the next version of
+    the followed table's handle. delta-rs writes a schema only with an overwrite, so a grown
+    schema is committed first, as the columns it added (one more version)."""
+    handle = table.delta_table_at(table.version)
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    if metadata is not None:
+        added = _added_columns(handle.schema(), metadata["schemaString"])
+        if added:
+            try:
+                handle.alter.add_columns(
+                    added,
+                    commit_properties=CommitProperties(max_commit_retries=0),
+                    post_commithook_properties=hooks,
+                )
+            except CommitFailedError as e:
+                logger.debug("visible table columns at %d lost: %s", table.version + 1, e)
+                return None
+    base = int(handle.version())
     stamp = _now()
     actions: list[AddAction | RemoveAction] = [
         AddAction(
@@ -842,23 +860,37 @@ def _commit_through_delta_rs(
         RemoveAction(r["path"], True, stamp, r["size"], r["partitionValues"]) for r in removes
     ]
     try:
-        table.create_write_transaction(
+        handle.create_write_transaction(
             actions,
             "append",
-            table.schema(),
+            handle.schema(),
             partition_by=[SEGMENT_KEY_COLUMN],
             commit_properties=CommitProperties(
                 max_commit_retries=0,
                 app_transactions=[Transaction(VISIBLE_APP_ID, metadata_version)],
             ),
-            post_commithook_properties=PostCommitHookProperties(
-                create_checkpoint=False, cleanup_expired_logs=False
-            ),
+            post_commithook_properties=hooks,
         )
     except CommitFailedError as e:
         logger.debug("visible table commit at %d lost: %s", base + 1, e)
-        return False
-    return True
+        return None
+    return base + 1
+
+
+def _added_columns(current: Schema, grown: str) -> list[Any]:
+    """The top-level columns of schema ``grown`` (JSON) that ``current`` lacks: what a
+    datasource table written with ``mergeSchema`` gains (a new dimension or metric). A column
+    both have but type differently (a field added inside a struct) cannot be changed this
+    way: it is logged, and the visible table keeps its own."""
+    known = {f.name: f.to_json() for f in current.fields}
+    fields = Schema.from_json(grown).fields
+    changed = [f.name for f in fields if f.name in known and f.to_json() != known[f.name]]
+    if changed:
+        logger.warning(
+            "the visible table keeps its own type of columns %s: only new columns are added "
+            "on an object store", changed,
+        )  # fmt: skip
+    return [f for f in fields if f.name not in known]
 
 
 def _upkeep(visible: TableLog, version: int) -> None:

@@ -200,6 +200,61 @@ def test_the_visible_table_follows_publishes_on_s3(s3: dict[str, str]) -> None:
     assert module.current_version(lake.metadata, "vis") == foreign + 1
 
 
+def test_on_s3_a_grown_datasource_schema_reaches_the_visible_table_and_syncs_load_nothing(
+    s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delta-rs commits a schema only with an overwrite: a column the datasource table gained
+    (written with ``mergeSchema``) is added to the visible table as a commit of its own before
+    the sync's. The commits are made on the followed table's handle brought forward, so a
+    process that follows both tables loads neither again, whatever their size."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from segmentlake.core.segment import DataSegment
+    from segmentlake.core.shard_spec import NumberedShardSpec
+    from segmentlake.metadata.table_log import TableLog
+    from segmentlake.metadata.visible_table import VISIBLE_APP_ID, visible_table_path
+
+    warehouse = f"s3://{BUCKET}/grown"
+    data = f"{warehouse}/grown"
+    lake = Lake.create(None, warehouse, storage_options=s3)
+
+    def publish(i: int, columns: dict[str, pa.Array]) -> None:
+        rows = pa.table({**columns, "__segment": pa.array([f"k{i}"])})
+        write_deltalake(
+            data, rows, partition_by=["__segment"], mode="append", schema_mode="merge",
+            storage_options=s3,
+        )  # fmt: skip
+        lock = lake.actions.try_lock("grown", day_after(i), group_id=f"g{i}").lock
+        assert lock is not None
+        segment = DataSegment(
+            "grown", day_after(i), lock.version, NumberedShardSpec(0, 1),
+            load_spec={"type": "delta", "path": data, "segment": f"k{i}"},
+        )  # fmt: skip
+        lake.actions.publish("grown", [segment], group_id=f"g{i}")
+
+    publish(0, {"value": pa.array([1], pa.int64())})
+    loads: list[tuple[str, int | None]] = []
+    load = TableLog.table
+
+    def counted(log: TableLog, version: int | None = None) -> DeltaTable:
+        loads.append((log.uri, version))
+        return load(log, version)
+
+    monkeypatch.setattr(TableLog, "table", counted)
+    publish(1, {"value": pa.array([2], pa.int64()), "page": pa.array(["p"])})
+    publish(2, {"value": pa.array([3], pa.int64()), "page": pa.array(["q"])})
+
+    table = DeltaTable(visible_table_path(warehouse, "grown"), storage_options=s3)
+    assert [f.name for f in table.schema().fields] == ["value", "__segment", "page"]
+    keys = pa.table(table.get_add_actions(flatten=True))["partition.__segment"].to_pylist()
+    assert sorted(keys) == ["k0", "k1", "k2"]
+    operations = [h["operation"] for h in table.history()]
+    assert operations.count("ADD COLUMN") == 1, operations
+    assert table.transaction_version(VISIBLE_APP_ID) == lake.metadata.version()
+    assert [uri for uri, _ in loads if "visible" in uri or uri.endswith("/grown")] == []
+
+
 def test_the_latest_entry_on_s3_is_found_by_probes_from_the_last_checkpoint(
     s3: dict[str, str],
 ) -> None:

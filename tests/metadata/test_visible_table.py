@@ -151,6 +151,30 @@ def test_a_lagging_visible_table_is_told_and_caught_up(warehouse: str) -> None:
     assert again.table_version == DeltaTable(visible_table_path(lake.warehouse, DS)).version()
 
 
+def test_a_column_the_datasource_table_gains_reaches_the_visible_table(warehouse: str) -> None:
+    """A write with ``mergeSchema`` (a new dimension) grows the datasource table's schema;
+    the next sync gives the visible table the same schema in the entry that adds the files."""
+    datasource_table(warehouse, 1)
+    lake = Lake(None, warehouse)
+    publish(lake, 0)
+    grown = pa.table(
+        {
+            "__time": pa.array([START + timedelta(hours=1)], pa.timestamp("us", tz="UTC")),
+            "value": pa.array([7], pa.int64()),
+            "page": pa.array(["p"]),
+            "__segment": pa.array(["k1"]),
+        }
+    )
+    write_deltalake(
+        f"{warehouse}/{DS}", grown, partition_by=["__segment"], mode="append", schema_mode="merge"
+    )
+    publish(lake, 1)
+    table = DeltaTable(visible_table_path(warehouse, DS))
+    assert "page" in [f.name for f in table.schema().fields]
+    assert visible_keys(lake) == ["k0", "k1"]
+    assert sync_visible_table(lake.metadata, DS).already_current
+
+
 def visible_files(lake: Lake) -> dict[str, str]:
     """The visible table's files as a fresh delta-rs load sees them: path -> key."""
     actions = DeltaTable(visible_table_path(lake.warehouse, DS)).get_add_actions(flatten=True)

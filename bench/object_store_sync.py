@@ -1,0 +1,165 @@
+"""Benchmark of the visible table's commit on an object store (moto's S3 server on localhost).
+
+Run from the repository root:
+
+    .venv/bin/python bench/object_store_sync.py                    # 10^4 and 10^5 files
+    .venv/bin/python bench/object_store_sync.py --files 100000 --commits 9
+
+On an object store the visible table's sync commits through delta-rs (its conditional PUT).
+This builds a table partitioned by ``__segment`` holding ``--files`` add actions (one commit,
+then a checkpoint, as the visible table keeps them) and times, alternating, ``--commits``
+commits of one file each made two ways:
+
+- ``fresh``: the plain delta-rs way, a snapshot loaded at the version read and a write
+  transaction on it (what the sync did before);
+- ``followed``: the sync's way, ``SegmentFiles.delta_table_at`` bringing the follower's
+  handle forward by the entries since (what it does now), then the same transaction.
+
+Also times, once per round, how the latest version is found: ``TableLog.version`` (a snapshot
+load on an object store) against ``TableLog.latest_entry`` (probes from the checkpoint). Moto
+answers in about a millisecond; a real store's requests take 10-50 ms, which favours the
+probes less on small tables and the loads less on large ones. Prints JSON: medians in ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BUCKET = "segmentlake-bench"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--commits", type=int, default=7, help="commits each way (odd)")
+    args = parser.parse_args()
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        options = _bucket(f"http://127.0.0.1:{port}")
+        results = [_measure(options, n, args.commits) for n in args.files]
+    finally:
+        server.kill()
+        server.wait()
+    print(json.dumps(results, indent=2))
+
+
+def _measure(options: dict[str, str], files: int, commits: int) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    from segmentlake.metadata.segment_files import SegmentFiles
+    from segmentlake.metadata.table_log import TableLog
+
+    uri = f"s3://{BUCKET}/visible-{files}"
+    started = time.perf_counter()
+    _build(uri, options, files)
+    built_s = time.perf_counter() - started
+    log = TableLog(uri, storage_options=options)
+    followed = SegmentFiles(log)
+    times: dict[str, list[float]] = {"fresh": [], "followed": [], "version": [], "latest": []}
+    for round_ in range(commits):
+        ways = ("fresh", "followed") if round_ % 2 == 0 else ("followed", "fresh")
+        for way in ways:
+            base = followed.refresh().version
+            started = time.perf_counter()
+            if way == "fresh":
+                table = DeltaTable(uri, version=base, storage_options=options)
+            else:
+                table = followed.delta_table_at(base)
+            _commit_one(table, f"{way}-{round_}")
+            times[way].append(time.perf_counter() - started)
+        for name, find in (("version", log.version), ("latest", log.latest_entry)):
+            started = time.perf_counter()
+            find()
+            times[name].append(time.perf_counter() - started)
+    medians = {k: round(statistics.median(v) * 1000, 1) for k, v in times.items()}
+    return {
+        "files": files,
+        "build_s": round(built_s, 1),
+        "commit_fresh_load_ms": medians["fresh"],
+        "commit_followed_handle_ms": medians["followed"],
+        "ratio_followed_to_fresh": round(medians["followed"] / medians["fresh"], 2),
+        "version_by_snapshot_ms": medians["version"],
+        "version_by_probes_ms": medians["latest"],
+        "entries_since_checkpoint": log.latest_entry() - (log.last_checkpoint() or 0),
+    }
+
+
+def _build(uri: str, options: dict[str, str], files: int) -> None:
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.transaction import AddAction
+
+    rows = pa.table({"value": pa.array([1], pa.int64()), "__segment": pa.array(["k"])})
+    write_deltalake(uri, rows, partition_by=["__segment"], storage_options=options)
+    table = DeltaTable(uri, storage_options=options)
+    stats = '{"numRecords":3}'
+    adds = [
+        AddAction(f"__segment=k{i}/part-{i}.parquet", 1000, {"__segment": f"k{i}"}, 1, True, stats)
+        for i in range(files)
+    ]
+    table.create_write_transaction(adds, "append", table.schema(), partition_by=["__segment"])
+    DeltaTable(uri, storage_options=options).create_checkpoint()
+
+
+def _commit_one(table: Any, name: str) -> None:
+    from deltalake import CommitProperties, PostCommitHookProperties
+    from deltalake.transaction import AddAction
+
+    add = AddAction(f"__segment={name}/part.parquet", 1000, {"__segment": name}, 1, True, "")
+    table.create_write_transaction(
+        [add],
+        "append",
+        table.schema(),
+        partition_by=["__segment"],
+        commit_properties=CommitProperties(max_commit_retries=0),
+        post_commithook_properties=PostCommitHookProperties(
+            create_checkpoint=False, cleanup_expired_logs=False
+        ),
+    )
+
+
+def _bucket(endpoint: str) -> dict[str, str]:
+    import boto3
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            boto3.client(
+                "s3", endpoint_url=endpoint, aws_access_key_id="bench",
+                aws_secret_access_key="bench", region_name="us-east-1",
+            ).create_bucket(Bucket=BUCKET)  # fmt: skip
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+if __name__ == "__main__":
+    main()
