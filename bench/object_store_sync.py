@@ -3,7 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python bench/object_store_sync.py                    # 10^4 and 10^5 files
-    .venv/bin/python bench/object_store_sync.py --files 100000 --commits 9
+    .venv/bin/python bench/object_store_sync.py --files 100000 --commits 9 --latency-ms 30
 
 On an object store the visible table's sync commits through delta-rs (its conditional PUT).
 This builds a table partitioned by ``__segment`` holding ``--files`` add actions (one commit,
@@ -15,10 +15,12 @@ commits of one file each made two ways:
 - ``followed``: the sync's way, ``SegmentFiles.delta_table_at`` bringing the follower's
   handle forward by the entries since (what it does now), then the same transaction.
 
-Also times, once per round, how the latest version is found: ``TableLog.version`` (a snapshot
-load on an object store) against ``TableLog.latest_entry`` (probes from the checkpoint). Moto
-answers in about a millisecond; a real store's requests take 10-50 ms, which favours the
-probes less on small tables and the loads less on large ones. Prints JSON: medians in ms.
+Also times, once per round, how the latest version is found: a delta-rs snapshot load (what
+``TableLog.version`` did on an object store) against ``TableLog.version`` now (probes for the
+entries after the checkpoint, in concurrent rounds). Moto answers in about a millisecond from
+a Python server sharing the machine's cores; a real store takes 10-50 ms a request and serves
+many at once. ``--latency-ms`` puts a proxy in front of moto that holds each request that
+long (both ways pay it). Prints JSON: medians in ms.
 """
 
 from __future__ import annotations
@@ -40,19 +42,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--commits", type=int, default=7, help="commits each way (odd)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="held per request")
+    parser.add_argument("--proxy", nargs=3, metavar=("PORT", "UPSTREAM", "MS"), help="internal")
     args = parser.parse_args()
+    if args.proxy:
+        _serve_proxy(int(args.proxy[0]), int(args.proxy[1]), float(args.proxy[2]) / 1000)
+        return
     port = _free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    servers = [
+        subprocess.Popen(
+            [str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
-        options = _bucket(f"http://127.0.0.1:{port}")
-        results = [_measure(options, n, args.commits) for n in args.files]
+        options = _bucket(f"http://127.0.0.1:{port}", create=True)
+        if args.latency_ms:
+            upstream, port = port, _free_port()
+            proxy = [sys.executable, __file__, "--proxy", str(port), str(upstream)]
+            servers.append(subprocess.Popen([*proxy, str(args.latency_ms)]))
+            options = _bucket(f"http://127.0.0.1:{port}", create=False)
+        results = [
+            {"latency_ms": args.latency_ms, **_measure(options, n, args.commits)}
+            for n in args.files
+        ]
     finally:
-        server.kill()
-        server.wait()
+        for server in servers:
+            server.kill()
+            server.wait()
     print(json.dumps(results, indent=2))
 
 
@@ -80,10 +98,15 @@ def _measure(options: dict[str, str], files: int, commits: int) -> dict[str, Any
                 table = followed.delta_table_at(base)
             _commit_one(table, f"{way}-{round_}")
             times[way].append(time.perf_counter() - started)
-        for name, find in (("version", log.version), ("latest", log.latest_entry)):
+        found = []
+        for name, find in (
+            ("version", lambda: DeltaTable(uri, storage_options=options).version()),
+            ("latest", log.version),
+        ):
             started = time.perf_counter()
-            find()
+            found.append(find())
             times[name].append(time.perf_counter() - started)
+        assert found[0] == found[1], found
     medians = {k: round(statistics.median(v) * 1000, 1) for k, v in times.items()}
     return {
         "files": files,
@@ -93,7 +116,8 @@ def _measure(options: dict[str, str], files: int, commits: int) -> dict[str, Any
         "ratio_followed_to_fresh": round(medians["followed"] / medians["fresh"], 2),
         "version_by_snapshot_ms": medians["version"],
         "version_by_probes_ms": medians["latest"],
-        "entries_since_checkpoint": log.latest_entry() - (log.last_checkpoint() or 0),
+        "ratio_probes_to_snapshot": round(medians["latest"] / medians["version"], 2),
+        "entries_since_checkpoint": log.version() - (log.last_checkpoint() or 0),
     }
 
 
@@ -131,16 +155,59 @@ def _commit_one(table: Any, name: str) -> None:
     )
 
 
-def _bucket(endpoint: str) -> dict[str, str]:
+def _serve_proxy(port: int, upstream: int, delay_s: float) -> None:
+    """An HTTP proxy to ``upstream`` on localhost that holds each request ``delay_s``."""
+    import http.client
+    import socket
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Held(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()  # no Nagle: a reply's header and body go out at once
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def forward(self) -> None:
+            size = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(size) if size else None
+            time.sleep(delay_s)
+            connection = http.client.HTTPConnection("127.0.0.1", upstream)
+            connection.request(self.command, self.path, body=body, headers=dict(self.headers))
+            reply = connection.getresponse()
+            data = reply.read()
+            self.send_response(reply.status)
+            for name, value in reply.getheaders():
+                if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(name, value)
+            length = reply.getheader("Content-Length") or "0"
+            self.send_header("Content-Length", length if self.command == "HEAD" else str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            connection.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = forward
+
+    ThreadingHTTPServer(("127.0.0.1", port), Held).serve_forever()
+
+
+def _bucket(endpoint: str, *, create: bool) -> dict[str, str]:
+    """Storage options for the server at ``endpoint`` once it answers (the bucket made
+    there when ``create``)."""
     import boto3
 
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="bench",
+        aws_secret_access_key="bench", region_name="us-east-1",
+    )  # fmt: skip
     deadline = time.monotonic() + 30
     while True:
         try:
-            boto3.client(
-                "s3", endpoint_url=endpoint, aws_access_key_id="bench",
-                aws_secret_access_key="bench", region_name="us-east-1",
-            ).create_bucket(Bucket=BUCKET)  # fmt: skip
+            client.create_bucket(Bucket=BUCKET) if create else client.head_bucket(Bucket=BUCKET)
             break
         except Exception:
             if time.monotonic() > deadline:

@@ -352,7 +352,7 @@ def _current_at_tip(
     nothing yet needs to tell that the table is current, where loading its files takes
     ~1.2 s and ~0.35 GB at 10^5."""
     try:
-        version = visible.latest_entry()
+        version = visible.version()
         txns = visible.entry_transactions(version) if version >= 0 else None
     except OSError as e:
         logger.debug("reading the latest entry of %s: %s", visible.uri, e)

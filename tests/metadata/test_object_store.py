@@ -255,9 +255,13 @@ def test_on_s3_a_grown_datasource_schema_reaches_the_visible_table_and_syncs_loa
     assert [uri for uri, _ in loads if "visible" in uri or uri.endswith("/grown")] == []
 
 
-def test_the_latest_entry_on_s3_is_found_by_probes_from_the_last_checkpoint(
-    s3: dict[str, str],
+def test_the_latest_version_on_s3_is_found_by_probes_from_the_last_checkpoint(
+    s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``TableLog.version`` on an object store loads no snapshot: it probes for the entries
+    after the last checkpoint in concurrent rounds (8, then 16: 20 entries after the
+    checkpoint here need both), and falls back to a load only for a log that has lost both
+    its first entry and the checkpoint's hint."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
@@ -265,13 +269,28 @@ def test_the_latest_entry_on_s3_is_found_by_probes_from_the_last_checkpoint(
 
     uri = f"s3://{BUCKET}/probed"
     log = TableLog(uri, storage_options=s3)
-    assert log.latest_entry() == -1
-    rows = pa.table({"value": pa.array([1], pa.int64())})
-    found = []
-    for version in range(14):
-        write_deltalake(uri, rows, mode="append", storage_options=s3)
+    assert log.version() == -1
+    write_deltalake(uri, pa.table({"value": pa.array([1], pa.int64())}), storage_options=s3)
+    table = DeltaTable(uri, storage_options=s3)
+    found = [(log.version(), 0)]
+    for version in range(1, 27):
+        table.create_write_transaction([], "append", table.schema())  # an empty commit
+        table.update_incremental()
         if version == 6:
-            DeltaTable(uri, storage_options=s3).create_checkpoint()
-        found.append((log.latest_entry(), version))
+            table.create_checkpoint()
+        if version in (3, 6, 7, 14, 15, 26):  # round edges: 7-14 in the first, 15-30
+            found.append((log.version(), version))
     assert all(latest == version for latest, version in found), found
     assert log.last_checkpoint() == 6
+
+    loads: list[int | None] = []
+    load = TableLog.table
+    monkeypatch.setattr(
+        TableLog, "table", lambda self, version=None: loads.append(version) or load(self, version)
+    )
+    assert log.version() == 26
+    assert loads == []
+    for name in ("_last_checkpoint", f"{0:020d}.json"):
+        log.fs.delete_file(log.full(f"_delta_log/{name}"))
+    assert log.version() == 26
+    assert loads == [None]
