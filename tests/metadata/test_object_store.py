@@ -255,6 +255,72 @@ def test_on_s3_a_grown_datasource_schema_reaches_the_visible_table_and_syncs_loa
     assert [uri for uri, _ in loads if "visible" in uri or uri.endswith("/grown")] == []
 
 
+def test_processes_racing_publishes_on_s3_leave_every_segment_visible_once(
+    s3: dict[str, str], tmp_path: Path
+) -> None:
+    """Three processes publish at the same time on S3, each publish syncing the visible table
+    through delta-rs on its follower's handle; the datasource table gained a column before
+    the race, so the first syncs race to add it too. Afterwards the visible table holds every
+    key once, with the column, and a sync finds nothing left to do."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from segmentlake.metadata.visible_table import sync_visible_table, visible_table_path
+    from tests.metadata.visible_sync_worker import DS, START
+    from tests.multiprocess_support import go, read_all_times, wait_ready
+
+    workers, each = 3, 4
+    warehouse = f"s3://{BUCKET}/raced"
+    lake = Lake.create(None, warehouse, storage_options=s3)
+    for half, columns in enumerate(({}, {"page": pa.array(["p"] * (workers * each // 2))})):
+        keys = range(half * workers * each // 2, (half + 1) * workers * each // 2)
+        rows = pa.table(
+            {
+                "__time": pa.array([START] * len(keys), pa.timestamp("us", tz="UTC")),
+                "value": pa.array(list(keys), pa.int64()),
+                **columns,
+                "__segment": pa.array([f"k{k}" for k in keys]),
+            }
+        )
+        write_deltalake(
+            f"{warehouse}/{DS}", rows, partition_by=["__segment"], mode="append",
+            schema_mode="merge", storage_options=s3,
+        )  # fmt: skip
+        if half == 0:
+            sync_visible_table(lake.metadata, DS)  # the visible table, before the column
+    race = tmp_path / "race"
+    race.mkdir()
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONFAULTHANDLER": "1"}
+    worker = str(root / "tests/metadata/visible_sync_worker.py")
+
+    def start(w: int) -> subprocess.Popen[str]:
+        share = [f"w{w}", str(w * each), str(each), json.dumps(s3)]
+        return subprocess.Popen(
+            [sys.executable, worker, warehouse, str(race), *share],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
+    procs = {f"w{w}": start(w) for w in range(workers)}
+    wait_ready(race, procs)
+    go(race)
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"{name}: {out[-3000:]}"
+    assert_overlapped(read_all_times(race, list(procs)), together=True)
+
+    final = sync_visible_table(Lake(None, warehouse, storage_options=s3).metadata, DS)
+    assert (final.added, final.removed) == (0, 0), final
+    visible = DeltaTable(visible_table_path(warehouse, DS), storage_options=s3)
+    assert "page" in [f.name for f in visible.schema().fields]
+    operations = [h["operation"] for h in visible.history()]
+    assert operations.count("ADD COLUMN") == 1, operations  # the losers saw it and went on
+    keys_seen = pa.table(visible.get_add_actions(flatten=True))["partition.__segment"].to_pylist()
+    assert Counter(keys_seen) == Counter(f"k{k}" for k in range(workers * each))
+
+
 def test_the_latest_version_on_s3_is_found_by_probes_from_the_last_checkpoint(
     s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

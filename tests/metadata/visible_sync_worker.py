@@ -1,9 +1,11 @@
 """One process of the visible-table race: publishes its share of segments (each publish syncs
 the visible table), no Spark. Run as ``python visible_sync_worker.py WAREHOUSE RACE_DIR NAME
-FIRST COUNT``: it publishes the HOUR segments ``FIRST .. FIRST + COUNT - 1``."""
+FIRST COUNT [STORAGE_OPTIONS_JSON]``: it publishes the HOUR segments ``FIRST .. FIRST + COUNT -
+1`` (on an object store when the options are given)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
@@ -25,8 +27,9 @@ def hour(i: int) -> Interval:
 
 def main() -> None:
     warehouse, race, name, first, count = sys.argv[1:6]
+    options = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
     directory = Path(race)
-    lake = Lake(None, warehouse)
+    lake = Lake(None, warehouse, storage_options=options)
     lake.metadata.table.refresh()  # warm: the table loaded once before the go
     times = OpTimes(directory, name)
     signal_ready(directory, name)
