@@ -25,7 +25,8 @@ a thread that never synced (it follows what the process followed), the first syn
 process while the table is current (a read's: it reads the visible table's latest log entry),
 one as the first sync of a process after a change (it loads both tables' files first, at the
 same time), and one that rebuilds the visible table from nothing (10^4 add actions with their
-stats).
+stats), and the sync after it (one segment marked unused: it follows past the rebuild's own
+entry).
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def small_appends(lake: Lake, small: DataFrame, plain: Path, rounds: int) -> dic
 
 def syncs(lake: Lake, rounds: int) -> dict:
     """The visible table's sync at the datasource's size: warm (this thread synced before),
-    in a thread that never did, as a process's first (nothing followed yet) and a rebuild
-    (the visible table deleted)."""
+    in a thread that never did, as a process's first (nothing followed yet), a rebuild
+    (the visible table deleted) and the sync after the rebuild."""
     visible = lake.timeline("many").visible_segments()
     segment = visible[len(visible) // 2].id
     warm = []
@@ -160,6 +161,12 @@ def syncs(lake: Lake, rounds: int) -> dict:
     started = time.perf_counter()
     rebuilt = sync_visible_table(lake.metadata, "many")
     rebuild = time.perf_counter() - started
+    with syncs_deferred():
+        lake.mark_unused([segment])
+    started = time.perf_counter()
+    after = sync_visible_table(lake.metadata, "many")  # follows past the rebuild's own entry
+    after_rebuild = time.perf_counter() - started
+    lake.mark_used([segment])
     return {
         "segments": len(visible),
         "rounds": rounds,
@@ -170,6 +177,8 @@ def syncs(lake: Lake, rounds: int) -> dict:
         "first_in_process_ms": round(cold * 1000, 1),
         "rebuild_ms": round(rebuild * 1000, 1),
         "rebuild_added_files": rebuilt.added,
+        "after_rebuild_ms": round(after_rebuild * 1000, 1),
+        "after_rebuild_keys_diffed": after.keys_diffed,
     }
 
 

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -232,8 +232,10 @@ def _sync(
         schema = _schema_change(source, table)
         version = _commit(visible, table, adds, removes, schema, metadata_version)
         if version is not None:
-            # Its own entry is followed next time like any other (its paths re-checked).
-            followed.synced = done
+            # The table now serves the metadata at `metadata_version`. A local entry was taken
+            # as written (the mark moved past it): its keys need no second look. An object
+            # store's, written by delta-rs, is followed next time (its keys looked at again).
+            followed.synced = replace(done, table=table.mark)
             logger.info(
                 "visible table of %s at version %d (metadata %d): +%d -%d files, %d clipped",
                 datasource, version, metadata_version, len(adds), len(removes), wanted.clipped,
@@ -304,25 +306,27 @@ class _Followed:
     def follows(self, log: TableLog) -> bool:
         return log.uri in self.tables
 
-    def preload(self, *logs: TableLog) -> None:
-        """Load the tables at ``logs`` not followed yet, at the same time: delta-rs reads a
-        log with the GIL released (two tables of 10^5 files: 1.0 s instead of 1.85 s). A
-        load that fails is left for :meth:`table` to do again and report."""
-        missing = [log for log in logs if not self.follows(log) and _has_table(log)]
-        if len(missing) < 2:
+    def preload(self, visible: TableLog, *others: TableLog) -> None:
+        """Load the visible table and the tables at ``others`` not followed yet, at the same
+        time: delta-rs reads a log with the GIL released (two tables of 10^5 files: 1.0 s
+        instead of 1.85 s). A load that fails is left for :meth:`table` to do again and
+        report."""
+        logs = [log for log in (visible, *others) if not self.follows(log) and _has_table(log)]
+        if len(logs) < 2:
             return
-        with ThreadPoolExecutor(len(missing), thread_name_prefix="segmentlake-load") as pool:
-            loaded = list(pool.map(_loaded_or_none, missing))
-        for log, files in zip(missing, loaded, strict=True):
+        with ThreadPoolExecutor(len(logs), thread_name_prefix="segmentlake-load") as pool:
+            loaded = list(pool.map(lambda log: _loaded_or_none(log, log is not visible), logs))
+        for log, files in zip(logs, loaded, strict=True):
             if files is not None:
                 self.tables[log.uri] = files
 
-    def table(self, log: TableLog) -> SegmentFiles:
-        """The latest version of the table at ``log``: followed, or loaded the first time."""
+    def table(self, log: TableLog, *, keep_adds: bool = True) -> SegmentFiles:
+        """The latest version of the table at ``log``: followed, or loaded the first time
+        (keeping its add actions, for files added to the visible table, if ``keep_adds``)."""
         files = self.tables.get(log.uri)
         if files is not None:
             return files.refresh()
-        self.tables[log.uri] = files = SegmentFiles(log)
+        self.tables[log.uri] = files = SegmentFiles(log, keep_adds=keep_adds)
         return files
 
     def visible(self, log: TableLog) -> SegmentFiles | None:
@@ -330,14 +334,14 @@ class _Followed:
         if not _has_table(log):
             return None
         try:
-            return self.table(log)
+            return self.table(log, keep_adds=False)
         except TableNotFoundError:
             return None
 
 
-def _loaded_or_none(log: TableLog) -> SegmentFiles | None:
+def _loaded_or_none(log: TableLog, keep_adds: bool) -> SegmentFiles | None:
     try:
-        return SegmentFiles(log)
+        return SegmentFiles(log, keep_adds=keep_adds)
     except Exception as e:  # the sync loads it again, and reports what fails then
         logger.debug("preloading %s: %s", log.uri, e)
         return None
@@ -816,7 +820,10 @@ def _commit(
         }
         for r in removes
     ]
-    return base + 1 if visible.put_entry_if_absent(base + 1, _lines(entry)) else None
+    if not visible.put_entry_if_absent(base + 1, _lines(entry)):
+        return None
+    table.committed(base + 1, entry)  # written from these actions: nothing to read back
+    return base + 1
 
 
 def _commit_through_delta_rs(

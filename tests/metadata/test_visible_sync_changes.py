@@ -258,9 +258,9 @@ def test_a_process_that_follows_nothing_reads_one_log_entry_to_tell_a_current_ta
     loaders: list[str] = []
 
     class Recorded(SegmentFiles):
-        def __init__(self, log: TableLog) -> None:
+        def __init__(self, log: TableLog, *, keep_adds: bool = True) -> None:
             loaders.append(threading.current_thread().name)
-            super().__init__(log)
+            super().__init__(log, keep_adds=keep_adds)
 
     monkeypatch.setattr(visible_table, "SegmentFiles", Recorded)
     with syncs_deferred():

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -173,6 +174,42 @@ def test_a_column_the_datasource_table_gains_reaches_the_visible_table(warehouse
     assert "page" in [f.name for f in table.schema().fields]
     assert visible_keys(lake) == ["k0", "k1"]
     assert sync_visible_table(lake.metadata, DS).already_current
+
+
+def test_a_local_sync_takes_its_own_entry_as_written(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync that commits on a local file system applies its own entry to what it follows
+    instead of reading it back (a rebuild's entry is ~30 MB of JSON at 10^5 files), and the
+    next sync looks only at what changed since: not again at the keys it just wrote."""
+    from segmentlake.metadata.table_log import TableLog
+
+    datasource_table(warehouse, 21)
+    lake = Lake(None, warehouse)
+    with syncs_deferred():
+        for i in range(20):
+            publish(lake, i)
+    first = sync_visible_table(lake.metadata, DS)
+    assert first.added == 20
+    reads: list[tuple[str, int]] = []
+    entry = TableLog.entry
+
+    def read(log: TableLog, version: int) -> list[dict[str, Any]] | None:
+        reads.append((log.uri, version))
+        return entry(log, version)
+
+    monkeypatch.setattr(TableLog, "entry", read)
+    with syncs_deferred():
+        publish(lake, 20)
+    second = sync_visible_table(lake.metadata, DS)
+    assert (second.added, second.keys_diffed, second.whole_diff) == (1, 1, False), second
+    visible = TableLog(visible_table_path(warehouse, DS)).uri
+    assert (visible, first.table_version) not in reads, reads
+    from segmentlake.metadata import visible_table as module
+
+    # What it follows of the visible table keeps no add actions (never added anywhere).
+    assert module._followed[visible].tables[visible].keep_adds is False
+    assert visible_keys(lake) == sorted(f"k{k}" for k in range(21))
 
 
 def visible_files(lake: Lake) -> dict[str, str]:
