@@ -179,16 +179,19 @@ class SegmentFiles:
                 found = self.files.get(path)
                 touched[path] = found[1] if found is not None else None
                 self._drop(path)
+        files, by_key, kept = self.files, self._by_key, self._followed_adds
         for action in actions:
-            if "add" in action:
-                add = action["add"]
+            add = action.get("add")
+            if add is not None:  # per file, up to 10^6 of them in a rebuild's entry: kept lean
+                path = add["path"]
                 key = (add.get("partitionValues") or {}).get(SEGMENT_KEY_COLUMN)
-                touched[add["path"]] = key
-                self._drop(add["path"])
-                self.files[add["path"]] = (int(add.get("size") or 0), key)
-                self._by_key.setdefault(key, {})[add["path"]] = self._uri(add["path"])
+                touched[path] = key
+                if path in files:
+                    self._drop(path)
+                files[path] = (int(add.get("size") or 0), key)
+                by_key.setdefault(key, {})[path] = self._uri(path)
                 if self.keep_adds:
-                    self._followed_adds[add["path"]] = add
+                    kept[path] = add
             elif "txn" in action:
                 txns[action["txn"]["appId"]] = int(action["txn"]["version"])
             elif "metaData" in action:
