@@ -12,7 +12,7 @@ commits of one file each made two ways:
 
 - ``fresh``: the plain delta-rs way, a snapshot loaded at the version read and a write
   transaction on it (what the sync did before);
-- ``followed``: the sync's way, ``SegmentFiles.delta_table_at`` bringing the follower's
+- ``followed``: the sync's way, ``SegmentFiles.delta_table`` bringing the follower's
   handle forward by the entries since (what it does now), then the same transaction.
 
 Also times, once per round, how the latest version is found: a delta-rs snapshot load (what
@@ -95,7 +95,7 @@ def _measure(options: dict[str, str], files: int, commits: int) -> dict[str, Any
             if way == "fresh":
                 table = DeltaTable(uri, version=base, storage_options=options)
             else:
-                table = followed.delta_table_at(base)
+                table = followed.delta_table()
             _commit_one(table, f"{way}-{round_}")
             times[way].append(time.perf_counter() - started)
         found = []

@@ -261,13 +261,13 @@ class SegmentFiles:
         found = self._snapshot.transaction_version(app_id)
         return None if found is None else int(found)
 
-    def delta_table_at(self, version: int) -> DeltaTable:
-        """A delta-rs handle of the table at ``version`` (this follower's, for a commit on
-        top of it): the snapshot of the last whole load brought forward, which reads only the
-        entries since (a commit on it took 0.67 of a fresh load's and commit's time at 10^5
-        files on moto's S3, 0.40-0.47 at 10^4), or loaded again when those are gone."""
+    def delta_table(self) -> DeltaTable:
+        """A delta-rs handle of the table at :attr:`version`, for a commit on top of it: the
+        snapshot of the last whole load brought forward, which reads only the entries since
+        (a commit on it took 0.67 of a fresh load's and commit's time at 10^5 files on moto's
+        S3, 0.40-0.47 at 10^4), or loaded again when those are gone."""
         assert self._snapshot is not None
-        snapshot = self._snapshot
+        snapshot, version = self._snapshot, self.version
         if int(snapshot.version()) != version:
             try:
                 load_through_gaps(lambda: snapshot.load_as_version(version))

@@ -788,10 +788,10 @@ def _commit(
 ) -> int | None:
     """Commit the difference on top of ``table``'s version; the version it landed as, None
     when a concurrent commit took that version."""
-    base = table.version
-    stamp = _now()
     if not visible.local:
         return _commit_through_delta_rs(table, adds, removes, metadata, metadata_version)
+    base = table.version
+    stamp = _now()
     entry: list[dict[str, Any]] = [
         {
             "commitInfo": {
@@ -836,7 +836,7 @@ def _commit_through_delta_rs(
     """An object store's put-if-absent is delta-rs's conditional PUT, at the next version of
     the followed table's handle. delta-rs writes a schema only with an overwrite, so a grown
     schema is committed first, as the columns it added (one more version)."""
-    handle = table.delta_table_at(table.version)
+    handle = table.delta_table()
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     if metadata is not None:
         added = _added_columns(handle.schema(), metadata["schemaString"])
