@@ -20,7 +20,12 @@ Also times, once per round, how the latest version is found: a delta-rs snapshot
 entries after the checkpoint, in concurrent rounds). Moto answers in about a millisecond from
 a Python server sharing the machine's cores; a real store takes 10-50 ms a request and serves
 many at once. ``--latency-ms`` puts a proxy in front of moto that holds each request that
-long (both ways pay it). Prints JSON: medians in ms.
+long (both ways pay it).
+
+Last, a follower 0, 1 and 4 log entries behind catches up three ways: delta-rs's
+``update_incremental`` (the plain way), the entries read one after the other (what
+``TableLog.follow`` did on an object store) and ``TableLog.follow`` now (the stamps asked for
+while the entries are read). Prints JSON: medians in ms.
 """
 
 from __future__ import annotations
@@ -63,10 +68,11 @@ def main() -> None:
             proxy = [sys.executable, __file__, "--proxy", str(port), str(upstream)]
             servers.append(subprocess.Popen([*proxy, str(args.latency_ms)]))
             options = _bucket(f"http://127.0.0.1:{port}", create=False)
-        results = [
+        results: list[dict[str, Any]] = [
             {"latency_ms": args.latency_ms, **_measure(options, n, args.commits)}
             for n in args.files
         ]
+        results.append({"latency_ms": args.latency_ms, **_measure_follows(options, args.commits)})
     finally:
         for server in servers:
             server.kill()
@@ -119,6 +125,68 @@ def _measure(options: dict[str, str], files: int, commits: int) -> dict[str, Any
         "ratio_probes_to_snapshot": round(medians["latest"] / medians["version"], 2),
         "entries_since_checkpoint": log.version() - (log.last_checkpoint() or 0),
     }
+
+
+def _measure_follows(options: dict[str, str], rounds: int) -> dict[str, Any]:
+    """A follower 0, 1 and 4 entries behind catching up, three ways, alternating: delta-rs's
+    ``update_incremental`` on a handle at the follower's version (the plain way), every
+    request one after the other (how ``TableLog.follow`` asked before) and ``follow`` now
+    (the stamps asked for while the entries are read)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from segmentlake.metadata.table_log import TableLog
+
+    uri = f"s3://{BUCKET}/followed"
+    write_deltalake(uri, pa.table({"value": pa.array([1], pa.int64())}), storage_options=options)
+    log = TableLog(uri, storage_options=options)
+    writer = DeltaTable(uri, storage_options=options)
+    figures: dict[str, Any] = {"follow": "entries behind -> median ms"}
+    for behind in (0, 1, 4):
+        times: dict[str, list[float]] = {"delta_rs": [], "one_by_one": [], "follow": []}
+        for round_ in range(rounds):
+            ways = list(times) if round_ % 2 == 0 else list(reversed(times))
+            for way in ways:
+                version = log.version()
+                stamp = log.entry_stamp(version)
+                plain = DeltaTable(uri, version=version, storage_options=options)
+                for _ in range(behind):
+                    writer.update_incremental()
+                    writer.create_write_transaction([], "append", writer.schema())
+                started = time.perf_counter()
+                if way == "delta_rs":
+                    plain.update_incremental()
+                    reached = plain.version()
+                elif way == "one_by_one":
+                    reached = _follow_one_by_one(log, version, stamp)
+                else:
+                    followed = log.follow(version, stamp, lambda _version, _actions: True)
+                    reached = followed[0] if followed else -1
+                times[way].append(time.perf_counter() - started)
+                assert reached == version + behind, (way, reached, version, behind)
+        medians = {k: round(statistics.median(v) * 1000, 1) for k, v in times.items()}
+        figures[f"behind_{behind}"] = {
+            **medians,
+            "ratio_follow_to_delta_rs": round(medians["follow"] / medians["delta_rs"], 2),
+            "ratio_follow_to_one_by_one": round(medians["follow"] / medians["one_by_one"], 2),
+        }
+    return figures
+
+
+def _follow_one_by_one(log: Any, version: int, stamp: Any) -> int:
+    """The follow of an object store's log as it was, every request after the one before:
+    the followed entry's stamp, each next entry until one is missing, the checkpoint hint,
+    the reached entry's stamp."""
+    if log.entry_stamp(version) != stamp:
+        return -1
+    reached = version
+    while log.entry(reached + 1) is not None:
+        reached += 1
+    if (log.last_checkpoint() or -1) > reached:
+        return -1
+    if reached != version:
+        log.entry_stamp(reached)
+    return reached
 
 
 def _build(uri: str, options: dict[str, str], files: int) -> None:

@@ -223,19 +223,45 @@ class TableLog:
         was deleted and created again, or a cleanup took it), the next entry is missing below
         the latest checkpoint (a cleanup deleted entries after ours), ``apply`` refused an
         entry (returned False), or more than ``limit`` entries were new."""
-        if stamp is None or self.entry_stamp(version) != stamp:
+        if stamp is None:
             return None
+        # On an object store each request is a round trip (tens of ms) and a stamp is two of
+        # them: each is asked for while the entries are read, not before or after.
+        check: Callable[[], Stamp | None] | None = self._stamp_meanwhile(version)
         reached = version
         while limit is None or reached - version < limit:
             actions = self.entry(reached + 1)
+            if check is not None:
+                if check() != stamp:
+                    return None
+                check = None
             if actions is None:
+                latest = self._stamp_meanwhile(reached) if reached != version else None
                 if (self.last_checkpoint() or -1) > reached:
                     return None
-                return reached, stamp if reached == version else self.entry_stamp(reached)
+                return reached, stamp if latest is None else latest()
             if not apply(reached + 1, actions):
                 return None
             reached += 1
         return None
+
+    def _stamp_meanwhile(self, version: int) -> Callable[[], Stamp | None]:
+        """:meth:`entry_stamp` of ``version``, asked for now and answered when called: on an
+        object store in another thread, whose request is under way on return (a stamp's
+        requests let go of the GIL; the reads this thread goes on with hold it, so a request
+        started after them would wait for them)."""
+        if self.local:
+            found = self.entry_stamp(version)
+            return lambda: found
+        started = threading.Event()
+
+        def stamp() -> Stamp | None:
+            started.set()
+            return self.entry_stamp(version)
+
+        future = _probe_pool().submit(stamp)
+        started.wait()
+        return future.result
 
     def put_entry_if_absent(self, version: int, text: str) -> bool:
         """Write log entry ``version`` unless it exists (local file systems only): a complete

@@ -360,3 +360,62 @@ def test_the_latest_version_on_s3_is_found_by_probes_from_the_last_checkpoint(
         log.fs.delete_file(log.full(f"_delta_log/{name}"))
     assert log.version() == 26
     assert loads == [None]
+
+
+def test_following_a_log_on_s3_hands_over_each_new_entry_or_says_to_load_whole(
+    s3: dict[str, str],
+) -> None:
+    """``TableLog.follow`` on an object store asks for the entries' stamps in another thread
+    while it reads them: it must hand over each new entry in order, up to a ``limit``, and
+    say to load whole for a changed entry (its stamp answered after the next entry was
+    read), a refused one, a cleanup behind a checkpoint and a table created again."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from segmentlake.metadata.table_log import TableLog
+
+    uri = f"s3://{BUCKET}/followed"
+    log = TableLog(uri, storage_options=s3)
+
+    def append(value: int) -> None:
+        write_deltalake(uri, pa.table({"x": [value]}), mode="append", storage_options=s3)
+
+    seen: list[int] = []
+
+    def take(version: int, actions: list[dict]) -> bool:
+        seen.append(version)
+        return any("add" in a for a in actions)
+
+    for i in range(3):
+        append(i)
+    stamp = log.entry_stamp(0)
+    assert log.follow(0, stamp, take) == (2, log.entry_stamp(2))
+    assert seen == [1, 2]
+    assert log.follow(2, log.entry_stamp(2), take) == (2, log.entry_stamp(2))  # nothing new
+    assert seen == [1, 2]
+    for i in range(3, 9):
+        append(i)
+    seen.clear()
+    assert log.follow(2, log.entry_stamp(2), take) == (8, log.entry_stamp(8))
+    assert seen == list(range(3, 9))
+    assert log.follow(2, log.entry_stamp(2), take, limit=5) is None  # 6 new: too many
+    assert log.follow(5, log.entry_stamp(5), take, limit=4) == (8, log.entry_stamp(8))
+    seen.clear()
+    assert log.follow(2, (1, 1), take) is None  # not the entry it read: another table
+    assert seen == []  # nothing handed over before the stamp was checked
+    DeltaTable(uri, storage_options=s3).alter.set_table_properties({"delta.appendOnly": "false"})
+    seen.clear()
+    assert log.follow(8, log.entry_stamp(8), take) is None  # refused: no add in entry 9
+    assert seen == [9]
+    for i in range(3):
+        append(100 + i)  # 10-12
+    DeltaTable(uri, storage_options=s3).create_checkpoint()
+    stamp = log.entry_stamp(9)
+    log.fs.delete_file(log.full(f"_delta_log/{10:020d}.json"))  # a cleanup behind it
+    assert log.follow(9, stamp, take) is None
+    names = [f"{v:020d}.json" for v in range(13) if v != 10]  # 10 is gone already
+    for name in (*names, "_last_checkpoint", f"{12:020d}.checkpoint.parquet"):
+        log.fs.delete_file(log.full(f"_delta_log/{name}"))
+    append(99)  # created again: only version 0
+    assert log.follow(9, stamp, take) is None
+    assert log.follow(0, None, take) is None  # a stamp never taken proves nothing
