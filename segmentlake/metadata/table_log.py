@@ -135,7 +135,7 @@ class TableLog:
             known = 0
         width = _PROBES
         while True:
-            stamps = _probe_pool().map(self.entry_stamp, range(known + 1, known + 1 + width))
+            stamps = _concurrently(self.entry_stamp, range(known + 1, known + 1 + width))
             found = [stamp is not None for stamp in stamps]
             if not all(found):
                 return known + found.index(False)
@@ -259,7 +259,11 @@ class TableLog:
             started.set()
             return self.entry_stamp(version)
 
-        future = _probe_pool().submit(stamp)
+        try:
+            future = _probe_pool().submit(stamp)
+        except RuntimeError:  # the interpreter is exiting (an upkeep thread it waits for)
+            found = self.entry_stamp(version)
+            return lambda: found
         started.wait()
         return future.result
 
@@ -387,6 +391,17 @@ def _probe_pool() -> ThreadPoolExecutor:
         if _probes is None:
             _probes = ThreadPoolExecutor(_PROBES, thread_name_prefix="segmentlake-probe")
         return _probes
+
+
+def _concurrently(probe: Callable[[int], Stamp | None], versions: range) -> list[Stamp | None]:
+    """``probe`` of each version, in the probe threads; one after the other in this thread
+    once the interpreter is exiting (it starts no threads then, and the metadata upkeep it
+    waits for may still ask)."""
+    try:
+        stamps = _probe_pool().map(probe, versions)  # submits every probe, or refuses
+    except RuntimeError:
+        return [probe(version) for version in versions]
+    return list(stamps)
 
 
 def _forget_probes() -> None:

@@ -419,3 +419,28 @@ def test_following_a_log_on_s3_hands_over_each_new_entry_or_says_to_load_whole(
     append(99)  # created again: only version 0
     assert log.follow(9, stamp, take) is None
     assert log.follow(0, None, take) is None  # a stamp never taken proves nothing
+
+
+def test_follows_and_probes_on_s3_work_while_the_interpreter_exits(
+    s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At exit the interpreter's thread pools take no new work, while it waits for the
+    metadata upkeep threads, which may follow the log: following and finding the version
+    then ask in the calling thread instead of failing (a shut-down pool refuses the same
+    way)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from segmentlake.metadata import table_log
+    from segmentlake.metadata.table_log import TableLog
+
+    uri = f"s3://{BUCKET}/exiting"
+    for i in range(3):
+        write_deltalake(uri, pa.table({"x": [i]}), mode="append", storage_options=s3)
+    log = TableLog(uri, storage_options=s3)
+    stamp = log.entry_stamp(0)
+    refusing = table_log.ThreadPoolExecutor(1)
+    refusing.shutdown()
+    monkeypatch.setattr(table_log, "_probe_pool", lambda: refusing)
+    assert log.follow(0, stamp, lambda _version, _actions: True) == (2, log.entry_stamp(2))
+    assert log.version() == 2
