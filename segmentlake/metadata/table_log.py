@@ -250,22 +250,22 @@ class TableLog:
         object store in another thread, whose request is under way on return (a stamp's
         requests let go of the GIL; the reads this thread goes on with hold it, so a request
         started after them would wait for them)."""
-        if self.local:
-            found = self.entry_stamp(version)
-            return lambda: found
-        started = threading.Event()
+        if not self.local:
+            started = threading.Event()
 
-        def stamp() -> Stamp | None:
-            started.set()
-            return self.entry_stamp(version)
+            def stamp() -> Stamp | None:
+                started.set()
+                return self.entry_stamp(version)
 
-        try:
-            future = _probe_pool().submit(stamp)
-        except RuntimeError:  # the interpreter is exiting (an upkeep thread it waits for)
-            found = self.entry_stamp(version)
-            return lambda: found
-        started.wait()
-        return future.result
+            try:
+                future = _probe_pool().submit(stamp)
+            except RuntimeError:
+                pass  # the interpreter is exiting (an upkeep thread it waits for asks)
+            else:
+                started.wait()
+                return future.result
+        found = self.entry_stamp(version)
+        return lambda: found
 
     def put_entry_if_absent(self, version: int, text: str) -> bool:
         """Write log entry ``version`` unless it exists (local file systems only): a complete
