@@ -52,6 +52,7 @@ from ingest_read import alternating
 
 from segmentlake.lake import Lake
 from segmentlake.metadata.visible_table import (
+    SyncReport,
     _forget_followed,
     sync_visible_table,
     syncs_deferred,
@@ -138,7 +139,7 @@ def syncs(lake: Lake, rounds: int) -> dict:
 
         def run() -> None:
             started = time.perf_counter()
-            sync_visible_table(lake.metadata, "many")
+            reports.append(sync_visible_table(lake.metadata, "many"))
             took.append(time.perf_counter() - started)
 
         with syncs_deferred():
@@ -149,6 +150,7 @@ def syncs(lake: Lake, rounds: int) -> dict:
         lake.mark_used([segment])
         return took[0]
 
+    reports: list[SyncReport] = []
     new_thread = timed_in_new_thread()
     _forget_followed()  # what a process that never synced knows
     started = time.perf_counter()
@@ -175,6 +177,7 @@ def syncs(lake: Lake, rounds: int) -> dict:
         "new_thread_ms": round(new_thread * 1000, 1),
         "first_in_process_current_ms": round(first_current * 1000, 1),
         "first_in_process_ms": round(cold * 1000, 1),
+        "first_in_process_keys_diffed": reports[-1].keys_diffed,
         "rebuild_ms": round(rebuild * 1000, 1),
         "rebuild_added_files": rebuilt.added,
         "after_rebuild_ms": round(after_rebuild * 1000, 1),

@@ -11,8 +11,11 @@ only, so the metadata and both logs are what they would be at that size) and one
 commit publishes every segment with the visible table's sync deferred. Then a fresh process
 (its memory is its own) syncs: a rebuild of the visible table from nothing (N add actions),
 the sync after one segment is marked unused (it follows past the rebuild's own entry), and a
-third process's first sync with the table current. Reported: seconds, the keys each sync
-diffed, and the process's resident memory after each step (``ru_maxrss`` peak and current).
+third process's first sync with the table current. Then, ``--changes`` times over, a new
+process marks one more segment unused and syncs: a process's first sync after a change (what
+every job that appends once pays), which loads both tables and takes up from the last sync's
+entry. Reported: seconds, the keys each sync diffed, and the process's resident memory after
+each step (``ru_maxrss`` peak and current).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ DS = "scaled"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--segments", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--changes", type=int, default=3, help="new processes that change")
     parser.add_argument("--child", nargs=2, metavar=("WAREHOUSE", "STEP"), help="internal")
     args = parser.parse_args()
     if args.child:
@@ -53,7 +57,13 @@ def main() -> None:
             built = _run(warehouse, f"build:{n}")
             rebuilt = _run(warehouse, "rebuild")
             current = _run(warehouse, "current")
-            results.append({"segments": n, "build": built, **rebuilt, "new_process": current})
+            changed = [_run(warehouse, f"changed:{i + 1}") for i in range(args.changes)]
+            results.append(
+                {
+                    "segments": n, "build": built, **rebuilt, "new_process": current,
+                    "new_process_after_a_change": changed,
+                }
+            )  # fmt: skip
         finally:
             shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(results, indent=2))
@@ -79,6 +89,19 @@ def _child(warehouse: str, step: str) -> dict[str, Any]:
         return _build(warehouse, int(step.removeprefix("build:")))
     lake = Lake(None, warehouse)
     out: dict[str, Any] = {"rss_start_mb": _rss_mb()}
+    if step.startswith("changed:"):
+        # One of the first used segments (building every DataSegment would cost seconds and
+        # memory at 10^6, and is no part of what is measured).
+        rows = lake.metadata.arrow(DS, kinds=["segment"], columns=["id", "used"])
+        used = rows.filter(rows["used"])["id"]
+        with syncs_deferred():
+            lake.mark_unused([used[int(step.removeprefix("changed:"))].as_py()])
+        started = time.perf_counter()
+        report = sync_visible_table(lake.metadata, DS)
+        out |= {"first_sync_s": round(time.perf_counter() - started, 3)}
+        out |= {"keys_diffed": report.keys_diffed, "whole_diff": report.whole_diff}
+        out |= {"removed": report.removed, "rss_mb": _rss_mb(), "peak_rss_mb": _peak_mb()}
+        return out
     if step == "current":
         started = time.perf_counter()
         report = sync_visible_table(lake.metadata, DS)

@@ -62,15 +62,18 @@ _JOURNAL = 1000
 class SegmentFiles:
     """A table's live files at :attr:`version`: ``files`` maps each file's path (as its add
     action names it) to its size and ``__segment`` value. :meth:`refresh` brings it to the
-    latest version; :meth:`add_actions` gives a file's add action with its stats. Not for
-    sharing between threads.
+    latest version; :meth:`add_actions` gives a file's add action with its stats. Loaded
+    at ``version`` (default: the latest), it is followed from there, so the entries since are
+    journaled (:meth:`touched_since`). Not for sharing between threads.
 
     >>> files = SegmentFiles(TableLog("/data/wh/wiki"))  # doctest: +SKIP
     >>> files.refresh().paths_of("1356998400000.0.aa")  # doctest: +SKIP
     {'__segment=1356998400000.0.aa/part-0.parquet': 'file:///data/wh/wiki/__segment=...'}
     """
 
-    def __init__(self, log: TableLog, *, keep_adds: bool = True) -> None:
+    def __init__(
+        self, log: TableLog, *, keep_adds: bool = True, version: int | None = None
+    ) -> None:
         self.log = log
         self.root = uri_root(log.uri) + "/"  # a relative path appended makes a file's URI
         # Whether :meth:`add_actions` is wanted: the datasource table's files are added to the
@@ -97,7 +100,8 @@ class SegmentFiles:
         self._journal_from = -1
         self._generation = 0
         self.loads = 0  # snapshot loads, the first included (following needs none)
-        self._load()
+        self.loaded_at: Mark = (0, -1)  # the last whole load's mark
+        self._load(version)
 
     # -- keeping current -----------------------------------------------------------------------
 
@@ -113,8 +117,16 @@ class SegmentFiles:
         self._load()
         return self
 
-    def _load(self) -> None:
-        table = self.log.table()
+    def _load(self, version: int | None = None) -> None:
+        """Load the table whole, at ``version`` (default: the latest); a version that cannot
+        be loaded (its entries cleaned up) gives the latest."""
+        try:
+            table = self.log.table(version)
+        except (DeltaError, OSError) as e:
+            if version is None:
+                raise
+            logger.debug("loading %s at %d: %s; loading the latest", self.log.uri, version, e)
+            table = self.log.table()
         self.loads += 1
         actions = pa.table(table.get_add_actions(flatten=True))
         paths = actions["path"].to_pylist()
@@ -134,6 +146,7 @@ class SegmentFiles:
         self._journal = deque()
         self._journal_from = self.version
         self._generation = next(_GENERATIONS)
+        self.loaded_at = self.mark
         self._stamp = self.log.entry_stamp(self.version)
         self.schema_json = table.schema().to_json()
         metadata = table.metadata()

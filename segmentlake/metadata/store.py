@@ -548,10 +548,16 @@ class MetadataStore:
             "ds": state.datasource,
             "writes": writes.to_json(),
         }
-        if not pc.any(pc.equal(rows["kind"], SEGMENT)).as_py():
+        segment_rows = pc.equal(rows["kind"], SEGMENT)
+        if not pc.any(segment_rows).as_py():
             # The visible timeline is the segment records': a sync, or a reader asking
             # whether the visible table is current, passes over this commit.
             record["segments"] = False
+        else:
+            # A record deleted (a kill) leaves no trace of the time it covered: a sync that
+            # knows the records before this commit only from those after it must see all.
+            deleted = pc.and_(segment_rows, rows["deleted"])
+            record["segments_deleted"] = int(pc.sum(pc.cast(deleted, pa.int64())).as_py() or 0)
         based_on = state.version
         lost = 0
         while True:

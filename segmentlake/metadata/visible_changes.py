@@ -52,6 +52,9 @@ class Synced:
     table: Mark
     source: Mark
     records: pa.Table
+    # Read afterwards (a new process's memo from the visible table's latest entry): every
+    # segment record at the time, any visibility; a record deleted since would be missing.
+    records_later: bool = False
 
 
 def changed_keys(
@@ -73,7 +76,10 @@ def changed_keys(
     behind = metadata_version - synced.metadata_version
     if not 0 <= behind <= RECORDS_SCANNED:
         return None
-    time = _written(store, datasource, synced.metadata_version, metadata_version)
+    time = _written(
+        store, datasource, synced.metadata_version, metadata_version,
+        no_deletes=synced.records_later,
+    )  # fmt: skip
     if time is None:
         return None
     in_source = source.touched_since(synced.source)
@@ -112,16 +118,19 @@ def changes_timeline(record: Mapping[str, Any], datasource: str) -> bool:
 
 
 def _written(
-    store: MetadataStore, datasource: str, after: int, upto: int
+    store: MetadataStore, datasource: str, after: int, upto: int, *, no_deletes: bool = False
 ) -> tuple[tuple[int, int], ...] | None:
     """The time ranges the commits of ``datasource`` in ``(after, upto]`` wrote; None when a
-    commit's record is missing, names no datasource or wrote everything."""
+    commit's record is missing, names no datasource or wrote everything, or, with
+    ``no_deletes``, deleted a segment record or does not say (written before commits said)."""
     scope = NOTHING
     for _, record in store.table.records(after, upto):
         if record is None or record.get("ds") is None:
             return None
         if not changes_timeline(record, datasource):
             continue
+        if no_deletes and record.get("segments_deleted", 1) != 0:
+            return None
         scope = scope | Scope.from_json(record.get("writes"))
         if scope.everything or len(scope.ranges) > _MAX_RANGES:
             return None

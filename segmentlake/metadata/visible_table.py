@@ -75,6 +75,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 VISIBLE_APP_ID = "segmentlake.visible"
+# Also recorded by each sync's entry: the datasource table's version it diffed against, and
+# (in the app id) the metadata table whose version VISIBLE_APP_ID gives. With them a new
+# process can take up from that entry as the process that wrote it would (_memo_at_tip).
+SOURCE_APP_ID = "segmentlake.visible.source"
+METADATA_APP_PREFIX = "segmentlake.visible.metadata."
 ENGINE_INFO = "segmentlake-visible"
 _ATTEMPTS = 20
 _WAIT_S = 60.0  # for another thread's sync of the same datasource (a rebuild at 10^5: ~8 s)
@@ -186,10 +191,15 @@ def _sync(
         # never labelled newer than what it shows (a later sync would skip the difference).
         metadata_version = store.table.refresh()
         if not followed.follows(visible):
-            current = _current_at_tip(store, datasource, visible, metadata_version)
-            if current is not None:
-                return SyncReport(datasource, metadata_version, current, already_current=True)
-            followed.preload(visible, storage)  # both are needed now
+            tip = _tip(visible)
+            if tip is not None and _shows(store, datasource, tip[1], metadata_version):
+                return SyncReport(datasource, metadata_version, tip[0], already_current=True)
+            # Both are needed now; at the versions the latest entry names, if it is a sync's,
+            # so that what changed since is followed, not diffed whole.
+            at = _versions_at_tip(store, tip)
+            followed.preload(visible, storage, at=at)
+            if followed.synced is None:
+                followed.synced = _memo_at_tip(store, datasource, visible, storage, at, followed)
         try:
             table = followed.visible(visible)
         except DeltaError as e:  # a log listing caught mid-link past its retries: a race
@@ -230,7 +240,8 @@ def _sync(
                 keys_diffed=keys_diffed, whole_diff=whole,
             )  # fmt: skip
         schema = _schema_change(source, table)
-        version = _commit(visible, table, adds, removes, schema, metadata_version)
+        synced_with = (metadata_version, source.version, store.table.table_id)
+        version = _commit(visible, table, adds, removes, schema, synced_with)
         if version is not None:
             # The table now serves the metadata at `metadata_version`. A local entry was taken
             # as written (the mark moved past it): its keys need no second look. An object
@@ -306,16 +317,24 @@ class _Followed:
     def follows(self, log: TableLog) -> bool:
         return log.uri in self.tables
 
-    def preload(self, visible: TableLog, *others: TableLog) -> None:
-        """Load the visible table and the tables at ``others`` not followed yet, at the same
-        time: delta-rs reads a log with the GIL released (two tables of 10^5 files: 1.0 s
-        instead of 1.85 s). A load that fails is left for :meth:`table` to do again and
-        report."""
-        logs = [log for log in (visible, *others) if not self.follows(log) and _has_table(log)]
+    def preload(
+        self, visible: TableLog, storage: TableLog, *, at: _TipVersions | None = None
+    ) -> None:
+        """Load the visible table and the datasource table (those not followed yet) at the
+        same time: delta-rs reads a log with the GIL released (two tables of 10^5 files: 1.0 s
+        instead of 1.85 s). ``at`` gives the versions to load them at (the latest by default;
+        they are followed from there). A load that fails is left for :meth:`table` to do
+        again and report."""
+        logs = [log for log in (visible, storage) if not self.follows(log) and _has_table(log)]
         if len(logs) < 2:
             return
+
+        def load(log: TableLog) -> SegmentFiles | None:
+            version = None if at is None else at.table if log is visible else at.source
+            return _loaded_or_none(log, log is not visible, version)
+
         with ThreadPoolExecutor(len(logs), thread_name_prefix="segmentlake-load") as pool:
-            loaded = list(pool.map(lambda log: _loaded_or_none(log, log is not visible), logs))
+            loaded = list(pool.map(load, logs))
         for log, files in zip(logs, loaded, strict=True):
             if files is not None:
                 self.tables[log.uri] = files
@@ -339,9 +358,9 @@ class _Followed:
             return None
 
 
-def _loaded_or_none(log: TableLog, keep_adds: bool) -> SegmentFiles | None:
+def _loaded_or_none(log: TableLog, keep_adds: bool, version: int | None) -> SegmentFiles | None:
     try:
-        return SegmentFiles(log, keep_adds=keep_adds)
+        return SegmentFiles(log, keep_adds=keep_adds, version=version)
     except Exception as e:  # the sync loads it again, and reports what fails then
         logger.debug("preloading %s: %s", log.uri, e)
         return None
@@ -355,13 +374,77 @@ def _current_at_tip(
     user's ``DELETE``; or it cannot be read). One entry read: all a process that follows
     nothing yet needs to tell that the table is current, where loading its files takes
     ~1.2 s and ~0.35 GB at 10^5."""
+    tip = _tip(visible)
+    if tip is None or not _shows(store, datasource, tip[1], metadata_version):
+        return None
+    return tip[0]
+
+
+def _tip(visible: TableLog) -> tuple[int, Mapping[str, int]] | None:
+    """The visible table's latest version and the application transactions its entry
+    records; None when there is no entry or it cannot be read."""
     try:
         version = visible.version()
         txns = visible.entry_transactions(version) if version >= 0 else None
     except OSError as e:
         logger.debug("reading the latest entry of %s: %s", visible.uri, e)
         return None
-    return version if _shows(store, datasource, txns or {}, metadata_version) else None
+    return None if txns is None else (version, txns)
+
+
+@dataclass(frozen=True, slots=True)
+class _TipVersions:
+    """What a sync's entry, the visible table's latest, says it did: the table at version
+    ``table`` held exactly what the metadata at ``metadata`` served from the datasource
+    table at version ``source``."""
+
+    table: int
+    metadata: int
+    source: int
+
+
+def _versions_at_tip(
+    store: MetadataStore, tip: tuple[int, Mapping[str, int]] | None
+) -> _TipVersions | None:
+    """The versions a sync's entry at the tip records, None when it is no sync's, is one
+    written before entries recorded them, or applied another metadata table's version."""
+    if tip is None:
+        return None
+    version, txns = tip
+    metadata, source = txns.get(VISIBLE_APP_ID), txns.get(SOURCE_APP_ID)
+    if metadata is None or source is None or store.table.table_id is None:
+        return None
+    if txns.get(METADATA_APP_PREFIX + store.table.table_id) != metadata:
+        return None
+    return _TipVersions(version, metadata, source)
+
+
+def _memo_at_tip(
+    store: MetadataStore,
+    datasource: str,
+    visible: TableLog,
+    storage: TableLog,
+    at: _TipVersions | None,
+    followed: _Followed,
+) -> Synced | None:
+    """What the sync that wrote the visible table's latest entry left, for a process that
+    loaded both tables at the versions it names (:meth:`_Followed.preload`): its sync then
+    diffs only the keys that can have changed since, as that sync's process would, instead
+    of every key (docs/decisions.md, "The visible table"). The visible records it read are
+    not known; every segment record now stands for them (a superset, with the time they
+    covered), unless a commit since deleted one (then the sync diffs everything)."""
+    if at is None:
+        return None
+    table, source = followed.tables.get(visible.uri), followed.tables.get(storage.uri)
+    if table is None or source is None:
+        return None
+    if table.loaded_at[1] != at.table or source.loaded_at[1] != at.source:
+        return None  # a version that could not be loaded: the latest was
+    records = store.arrow(datasource, kinds=[SEGMENT], columns=("load_key", "start_ms", "end_ms"))
+    return Synced(
+        store.table.table_id, at.metadata, table.loaded_at, source.loaded_at, records,
+        records_later=True,
+    )  # fmt: skip
 
 
 def _shows(
@@ -784,12 +867,14 @@ def _commit(
     adds: Sequence[dict[str, Any]],
     removes: Sequence[dict[str, Any]],
     metadata: dict[str, Any] | None,
-    metadata_version: int,
+    synced_with: tuple[int, int, str | None],
 ) -> int | None:
     """Commit the difference on top of ``table``'s version; the version it landed as, None
-    when a concurrent commit took that version."""
+    when a concurrent commit took that version. ``synced_with`` is what it makes the table
+    show: the metadata version, the datasource table's version and the metadata table's id
+    (recorded as application transactions)."""
     if not visible.local:
-        return _commit_through_delta_rs(table, adds, removes, metadata, metadata_version)
+        return _commit_through_delta_rs(table, adds, removes, metadata, synced_with)
     base = table.version
     stamp = _now()
     entry: list[dict[str, Any]] = [
@@ -804,7 +889,10 @@ def _commit(
                 },
             }
         },
-        {"txn": {"appId": VISIBLE_APP_ID, "version": metadata_version, "lastUpdated": stamp}},
+        *[
+            {"txn": {"appId": app, "version": version, "lastUpdated": stamp}}
+            for app, version in _synced_transactions(synced_with)
+        ],
     ]
     if metadata is not None:
         entry.append({"metaData": metadata})
@@ -831,7 +919,7 @@ def _commit_through_delta_rs(
     adds: Sequence[dict[str, Any]],
     removes: Sequence[dict[str, Any]],
     metadata: dict[str, Any] | None,
-    metadata_version: int,
+    synced_with: tuple[int, int, str | None],
 ) -> int | None:
     """An object store's put-if-absent is delta-rs's conditional PUT, at the next version of
     the followed table's handle. delta-rs writes a schema only with an overwrite, so a grown
@@ -874,7 +962,9 @@ def _commit_through_delta_rs(
             partition_by=[SEGMENT_KEY_COLUMN],
             commit_properties=CommitProperties(
                 max_commit_retries=0,
-                app_transactions=[Transaction(VISIBLE_APP_ID, metadata_version)],
+                app_transactions=[
+                    Transaction(app, version) for app, version in _synced_transactions(synced_with)
+                ],
             ),
             post_commithook_properties=hooks,
         )
@@ -882,6 +972,15 @@ def _commit_through_delta_rs(
         logger.debug("visible table commit at %d lost: %s", base + 1, e)
         return None
     return base + 1
+
+
+def _synced_transactions(synced_with: tuple[int, int, str | None]) -> list[tuple[str, int]]:
+    """The application transactions of a sync's entry (see :data:`SOURCE_APP_ID`)."""
+    metadata_version, source_version, metadata_id = synced_with
+    txns = [(VISIBLE_APP_ID, metadata_version), (SOURCE_APP_ID, source_version)]
+    if metadata_id is not None:
+        txns.append((METADATA_APP_PREFIX + metadata_id, metadata_version))
+    return txns
 
 
 def _added_columns(current: Schema, grown: str) -> list[Any]:

@@ -25,8 +25,11 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.lake import Lake
 from segmentlake.metadata import visible_table
+from segmentlake.metadata.records import SEGMENT
 from segmentlake.metadata.segment_files import SegmentFiles
+from segmentlake.metadata.store import Change, PartitionState
 from segmentlake.metadata.table_log import TableLog
+from segmentlake.metadata.transaction import Decision, transact
 from segmentlake.metadata.visible_table import (
     SyncReport,
     _Followed,
@@ -115,6 +118,8 @@ class World:
         return f"{'used' if used else 'unused'} {segment.id}"
 
     def another_file(self) -> str:
+        if not self.segments:  # no datasource yet
+            return self.publish()
         visible = self.lake.timeline(DS).visible_segments()
         if not visible:
             return self.publish()
@@ -155,15 +160,16 @@ def sync_in_another_thread(lake: Lake) -> None:
     thread.join()
 
 
-def sync_as_another_process(lake: Lake) -> None:
+def sync_as_another_process(lake: Lake) -> SyncReport:
     """A sync that follows the tables on its own, as another process does: this process's
     followers see the visible table move under them."""
     uri = TableLog(visible_table_path(lake.warehouse, DS)).uri
-    ours = visible_table._followed.pop(uri)
+    ours = visible_table._followed.pop(uri, None)
     try:
-        sync_visible_table(lake.metadata, DS)
+        return sync_visible_table(lake.metadata, DS)
     finally:
-        visible_table._followed[uri] = ours
+        if ours is not None:
+            visible_table._followed[uri] = ours
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -173,6 +179,7 @@ def test_a_sync_of_the_changed_keys_equals_the_whole_diff(warehouse: str, seed: 
     world.write("k-none", Interval(START, START + timedelta(hours=1)))  # the table exists
     world.lake.metadata.create()
     reports: list[SyncReport] = []
+    first_syncs: list[SyncReport] = []  # by processes that followed nothing before
     done: list[str] = []
     for step in range(STEPS):
         action = rng.choices(
@@ -185,18 +192,27 @@ def test_a_sync_of_the_changed_keys_equals_the_whole_diff(warehouse: str, seed: 
             done.append(world.foreign_delete())
         other = rng.random()
         if other < 0.15:
-            sync_as_another_process(world.lake)  # the visible table moves under this process
+            # The visible table moves under this process.
+            first_syncs.append(sync_as_another_process(world.lake))
             done.append("a sync by another process")
         elif other < 0.25:
             sync_in_another_thread(world.lake)
             done.append("a sync in another thread")
+        elif other < 0.35:
+            visible_table._forget_followed()  # this process starts again
+            done.append("a new process")
+        new_process = not visible_table._followed
         report = sync_visible_table(world.lake.metadata, DS)
+        if new_process:
+            first_syncs.append(report)
         reports.append(report)
         assert visible_paths(world.lake) == whole_diff_paths(world.lake), (
             f"seed {seed}, step {step}: {report}\n" + "\n".join(done)
         )
     changed_only = [r for r in reports if not r.whole_diff and not r.already_current]
     assert len(changed_only) >= STEPS // 2, reports  # the changed keys' way was taken
+    # A process's first sync takes up from the last sync's entry (unless a DELETE's is last).
+    assert any(not r.whole_diff and not r.already_current for r in first_syncs), first_syncs
     assert any(r.clipped for r in reports), "no chunk was served in part: clips untested"
     served = len(_served(_visible_records(world.lake.metadata, DS)))
     assert min(r.keys_diffed for r in changed_only) < served
@@ -258,9 +274,9 @@ def test_a_process_that_follows_nothing_reads_one_log_entry_to_tell_a_current_ta
     loaders: list[str] = []
 
     class Recorded(SegmentFiles):
-        def __init__(self, log: TableLog, *, keep_adds: bool = True) -> None:
+        def __init__(self, log: TableLog, *, keep_adds: bool = True, version: int | None = None):
             loaders.append(threading.current_thread().name)
-            super().__init__(log, keep_adds=keep_adds)
+            super().__init__(log, keep_adds=keep_adds, version=version)
 
     monkeypatch.setattr(visible_table, "SegmentFiles", Recorded)
     with syncs_deferred():
@@ -268,7 +284,10 @@ def test_a_process_that_follows_nothing_reads_one_log_entry_to_tell_a_current_ta
     visible_table._forget_followed()
     report = sync_visible_table(world.lake.metadata, DS)
     assert report.removed > 0, report
-    assert report.whole_diff, report
+    # Loaded at the versions the last sync's entry names, and followed from there: only the
+    # keys that can have changed since are diffed, as in the process that wrote the entry.
+    assert not report.whole_diff, report
+    assert report.keys_diffed < 6, report
     assert len(loaders) == 2
     assert all(n.startswith("segmentlake-load") for n in loaders), loaders
     followed = visible_table._followed[visible.uri]
@@ -346,7 +365,9 @@ def test_a_sync_stuck_in_another_thread_holds_up_the_others_for_a_bounded_time(
         report = sync_visible_table(world.lake.metadata, DS)
         waited = time.monotonic() - began
     assert report.removed > 0, report
-    assert report.whole_diff, report  # followers of its own, as another process's
+    # Followers of its own, as another process's: loaded at the versions the latest entry
+    # names, so it too diffs only the keys that can have changed.
+    assert not report.whole_diff, report
     assert 0.3 <= waited < 10, waited
     assert visible_paths(world.lake) == whole_diff_paths(world.lake)
 
@@ -397,3 +418,58 @@ def test_an_entry_that_changes_nothing_at_the_tip_is_followed_by_a_sync_entry(
     report = sync_visible_table(world.lake.metadata, DS)
     assert (report.already_current, report.table_version) == (True, tip + 2), report
     assert visible_table._followed[visible.uri].tables == {}
+
+
+def test_a_new_process_takes_up_from_the_last_sync_entry_only_when_it_can_tell(
+    warehouse: str,
+) -> None:
+    """A process's first sync after a change diffs only the keys that can have changed since
+    the sync that wrote the latest entry, which records the versions it synced (metadata,
+    datasource table, and the metadata table's id); after a commit that deleted a segment
+    record (a kill), or behind an entry that does not record them, it diffs everything."""
+    world = _published(warehouse, 6)
+    store = world.lake.metadata
+    visible = TableLog(visible_table_path(warehouse, DS))
+    storage = TableLog(datasource_table_path(warehouse, DS))
+    txns = visible.entry_transactions(visible.version())
+    assert txns is not None
+    assert txns[visible_table.SOURCE_APP_ID] == storage.version()
+    assert (
+        txns[visible_table.METADATA_APP_PREFIX + str(store.table.table_id)]
+        == txns[visible_table.VISIBLE_APP_ID]
+    )
+
+    with syncs_deferred():
+        world.lake.mark_unused([world.segments[0].id])
+        world.another_file()  # a file of a served key, and a publish
+    visible_table._forget_followed()
+    report = sync_visible_table(store, DS)
+    assert not report.whole_diff, report
+    assert report.keys_diffed < 6, report
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+
+    # A kill's commit: the unused segment's record deleted (its files stay; Spark-free).
+    def delete_unused(state: PartitionState) -> Decision[int]:
+        rows = [r for r in state.of(SEGMENT) if not r["used"]]
+        return Decision([Change("delete", r) for r in rows], len(rows))
+
+    with syncs_deferred():
+        assert transact(store, DS, delete_unused, operation="kill") == 1
+    with syncs_deferred():
+        world.publish()
+    visible_table._forget_followed()
+    report = sync_visible_table(store, DS)
+    assert report.whole_diff, report
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+
+    # An entry written before syncs recorded their versions: everything, as before.
+    tip = visible.version()
+    entry = Path(visible_table_path(warehouse, DS)) / "_delta_log" / f"{tip:020d}.json"
+    lines = entry.read_text().splitlines(keepends=True)
+    entry.write_text("".join(line for line in lines if visible_table.SOURCE_APP_ID not in line))
+    with syncs_deferred():
+        world.publish()
+    visible_table._forget_followed()
+    report = sync_visible_table(store, DS)
+    assert report.whole_diff, report
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
