@@ -12,6 +12,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -439,37 +440,38 @@ def test_a_new_process_takes_up_from_the_last_sync_entry_only_when_it_can_tell(
         == txns[visible_table.VISIBLE_APP_ID]
     )
 
-    with syncs_deferred():
-        world.lake.mark_unused([world.segments[0].id])
-        world.another_file()  # a file of a served key, and a publish
-    visible_table._forget_followed()
-    report = sync_visible_table(store, DS)
+    def first_sync_after(*changes: Callable[[], object]) -> SyncReport:
+        """The first sync of a new process after ``changes``; the table it leaves is exact."""
+        with syncs_deferred():
+            for change in changes:
+                change()
+        visible_table._forget_followed()
+        report = sync_visible_table(store, DS)
+        assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+        return report
+
+    report = first_sync_after(
+        lambda: world.lake.mark_unused([world.segments[0].id]),
+        world.another_file,  # a file of a served key, and a publish
+    )
     assert not report.whole_diff, report
     assert report.keys_diffed < 6, report
-    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
 
     # A kill's commit: the unused segment's record deleted (its files stay; Spark-free).
     def delete_unused(state: PartitionState) -> Decision[int]:
         rows = [r for r in state.of(SEGMENT) if not r["used"]]
         return Decision([Change("delete", r) for r in rows], len(rows))
 
-    with syncs_deferred():
+    def kill() -> None:
         assert transact(store, DS, delete_unused, operation="kill") == 1
-    with syncs_deferred():
-        world.publish()
-    visible_table._forget_followed()
-    report = sync_visible_table(store, DS)
+
+    report = first_sync_after(kill, world.publish)
     assert report.whole_diff, report
-    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
 
     # An entry written before syncs recorded their versions: everything, as before.
     tip = visible.version()
     entry = Path(visible_table_path(warehouse, DS)) / "_delta_log" / f"{tip:020d}.json"
     lines = entry.read_text().splitlines(keepends=True)
     entry.write_text("".join(line for line in lines if visible_table.SOURCE_APP_ID not in line))
-    with syncs_deferred():
-        world.publish()
-    visible_table._forget_followed()
-    report = sync_visible_table(store, DS)
+    report = first_sync_after(world.publish)
     assert report.whole_diff, report
-    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
