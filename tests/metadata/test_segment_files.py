@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from segmentlake.metadata import segment_files
 from segmentlake.metadata.segment_files import SegmentFiles, follow_gap_s, same_schema
 from segmentlake.metadata.table_log import TableLog
 
@@ -37,8 +38,14 @@ def _append(path: Path, table: pa.Table, **kwargs: object) -> None:
 def _assert_same(followed: SegmentFiles, path: Path) -> None:
     fresh = SegmentFiles(TableLog(str(path)))
     assert followed.version == fresh.version
+    assert followed.file_count == fresh.file_count
+    # Keys looked up before every file is indexed (in the loaded columns), then after.
+    keys = {k for _, k in SegmentFiles(TableLog(str(path))).files.values() if k is not None}
+    for key in keys:
+        assert followed.paths_of(key) == fresh.paths_of(key)
+        assert followed.files_of(key) == fresh.files_of(key)
     assert followed.files == fresh.files
-    for key in {k for _, k in fresh.files.values() if k is not None}:
+    for key in keys:
         assert followed.paths_of(key) == fresh.paths_of(key)
     assert same_schema(followed.schema_json, fresh.schema_json)
     assert followed.metadata["id"] == fresh.metadata["id"]
@@ -90,6 +97,26 @@ def test_following_equals_loading_after_every_kind_of_commit(tmp_path: Path) -> 
     _assert_same(followed.refresh(), path)
     _assert_same(followed.refresh(), path)
     assert followed.loads == 1  # every step above was followed, none loaded whole
+
+
+def test_loaded_add_actions_found_by_a_scan_equal_those_found_through_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync's few files are found by scanning the loaded add actions, a whole diff's many
+    through an index of them: the same add actions, in the order asked, either way."""
+    path = tmp_path / "t"
+    _append(path, _rows(["a", "b", "c"], 0))
+    _append(path, _rows(["a", "d", "e"], 1))
+    scanned = SegmentFiles(TableLog(str(path)))
+    pairs = [(p, "file:///x/" + p) for p in sorted(scanned.files, reverse=True)]
+    asked = [pairs[3], pairs[0], pairs[4]]
+    few, every = scanned.add_actions(asked), scanned.add_actions(pairs)
+    assert [a["path"] for a in few] == [uri for _, uri in asked]
+    monkeypatch.setattr(segment_files, "_SCANNED", 0)
+    indexed = SegmentFiles(TableLog(str(path)))
+    assert indexed.add_actions(asked) == few
+    assert indexed.add_actions(pairs) == every
+    assert {a["partitionValues"][KEY] for a in every} == {"a", "b", "c", "d", "e"}
 
 
 def test_a_transaction_from_the_loaded_snapshot_is_kept(tmp_path: Path) -> None:

@@ -219,8 +219,18 @@ def test_a_sync_of_the_changed_keys_equals_the_whole_diff(warehouse: str, seed: 
     assert min(r.keys_diffed for r in changed_only) < served
 
 
-def _published(warehouse: str, count: int) -> World:
-    world = World(warehouse, random.Random(5))
+class _Hourly(random.Random):
+    """Every publish an HOUR segment (a DAY's overshadows most of what came before)."""
+
+    def random(self) -> float:
+        return 0.5
+
+    def getrandbits(self, k: int) -> int:  # still random hours (randrange draws bits)
+        return super().getrandbits(k)
+
+
+def _published(warehouse: str, count: int, rng: random.Random | None = None) -> World:
+    world = World(warehouse, rng or random.Random(5))
     world.write("k-none", Interval(START, START + timedelta(hours=1)))
     world.lake.metadata.create()
     with syncs_deferred():
@@ -382,9 +392,9 @@ def test_the_visible_table_is_checkpointed_after_its_sync_lets_the_others_go(
     upkeep = visible_table._upkeep
     held: list[bool] = []
 
-    def watched(visible: TableLog, version: int) -> None:
+    def watched(visible: TableLog, version: int, *, written: int, files: int) -> None:
         held.append(lock.locked())
-        upkeep(visible, version)
+        upkeep(visible, version, written=written, files=files)
 
     monkeypatch.setattr(visible_table, "_upkeep", watched)
     for _ in range(4):
@@ -398,6 +408,32 @@ def test_the_visible_table_is_checkpointed_after_its_sync_lets_the_others_go(
     assert all(v % 2 == 0 for v in written), written
     assert written[-1] >= version - 1, (written, version)
     assert held == [False] * 4, held  # every committing sync, none holding the others up
+
+
+def test_a_large_entry_is_checkpointed_at_once_and_a_small_one_waits(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new reader parses every entry after the last checkpoint as JSON: a rebuild's (every
+    file of the table) is checkpointed right away, a sync of one key waits for the interval."""
+    monkeypatch.setattr(visible_table, "_LARGE_ENTRY", 8)
+    # The first sync adds every served file (about 20 hours) in one entry.
+    world = _published(warehouse, 30, _Hourly(5))
+    log = Path(visible_table_path(warehouse, DS)) / "_delta_log"
+
+    def checkpoints() -> list[int]:
+        return sorted(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
+
+    rebuilt = DeltaTable(visible_table_path(warehouse, DS)).version()
+    assert rebuilt % visible_table._CHECKPOINT_EVERY, "the test needs a version off the interval"
+    assert checkpoints() == [rebuilt]
+    assert len(visible_paths(world.lake)) >= 8
+    with syncs_deferred():
+        world.lake.mark_unused([world.lake.timeline(DS).visible_segments()[0].id])
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert 0 < report.added + report.removed < 8, report
+    assert checkpoints() == [rebuilt]
+    visible_table._forget_followed()
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
 
 
 def test_an_entry_that_changes_nothing_at_the_tip_is_followed_by_a_sync_entry(
