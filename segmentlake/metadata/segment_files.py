@@ -86,7 +86,7 @@ class SegmentFiles:
         self.version = -1
         self.schema_json = ""
         self.metadata: dict[str, Any] = {}
-        self._index = FileIndex(self.root, *_no_files())
+        self._index: FileIndex  # set by every whole load, the first one below
         self._snapshot: DeltaTable | None = None
         self._snapshot_rows: dict[str, int] | None = None  # path -> row, built when needed
         self._snapshot_actions: pa.Table | None = None
@@ -334,17 +334,15 @@ class SegmentFiles:
 
 def _columns(actions: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     """The paths, sizes and ``__segment`` values of delta-rs's flattened add actions."""
-    n = actions.num_rows
-    keys = actions[_KEY] if _KEY in actions.column_names else pa.nulls(n, pa.string())
+    if _KEY in actions.column_names:
+        keys = actions[_KEY].combine_chunks().cast(pa.string())
+    else:
+        keys = pa.nulls(actions.num_rows, pa.string())
     return (
         actions["path"].combine_chunks().cast(pa.string()),
         actions["size_bytes"].combine_chunks().cast(pa.int64()),
-        keys.combine_chunks().cast(pa.string()) if isinstance(keys, pa.ChunkedArray) else keys,
+        keys,
     )
-
-
-def _no_files() -> tuple[pa.Array, pa.Array, pa.Array]:
-    return pa.array([], pa.string()), pa.array([], pa.int64()), pa.array([], pa.string())
 
 
 def _rows(table: pa.Table, indices: Sequence[int]) -> pa.Table:
