@@ -23,6 +23,7 @@ from segmentlake.metadata.table_log import TableLog, load_through_gaps
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "SPARK_CHECKPOINT_INTERVAL",
     "KeyFiles",
     "WrittenSegment",
     "checkpoint_due",
