@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, datasource_table_path, sql_path, sql_string
 from segmentlake.core.storage_tiers import Volume
 from segmentlake.metadata.table_log import TableLog
+from segmentlake.storage.table_files import checkpoint_if_due, new_table_properties
 from segmentlake.storage.visible_rows import key_in
 
 __all__ = [
@@ -82,18 +83,24 @@ def load_rows(
     rows = rows.where(key_in(keys))
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
     log = TableLog(path)
-    writer = rows.write.format("delta").option("mergeSchema", "true")
-    if log.version() < 0:
+    before = log.version()
+    writer = new_table_properties(rows.write.format("delta").option("mergeSchema", "true"), before)
+    if before < 0:
         writer.mode("append").partitionBy(SEGMENT_KEY_COLUMN).save(path)
     else:
         writer.mode("overwrite").option("replaceWhere", predicate).save(path)
-    return log.version()
+    after = log.version()
+    checkpoint_if_due(log, before, after)
+    return after
 
 
 def drop_rows(spark: SparkSession, volume: Volume, datasource: str, keys: Sequence[str]) -> None:
     """Delete the rows of ``keys`` from the volume's table (nothing if it has none)."""
     path = volume_table_path(volume, datasource)
-    if not keys or TableLog(path).version() < 0:
+    log = TableLog(path)
+    before = log.version()
+    if not keys or before < 0:
         return
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
     spark.sql(f"DELETE FROM {sql_path(path)} WHERE {predicate}")
+    checkpoint_if_due(log, before, log.version())

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from deltalake.exceptions import DeltaError
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, DataFrameWriter
 
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.metadata.conflicts import retrying_table_commit
@@ -29,6 +29,7 @@ __all__ = [
     "checkpoint_due",
     "checkpoint_if_due",
     "files_per_key",
+    "new_table_properties",
     "pack_files",
     "write_rows",
     "written_segments",
@@ -89,8 +90,7 @@ def write_rows(
     def write() -> tuple[int, int]:
         before = log.version()
         writer = rows.write.format("delta").mode("append").option("mergeSchema", "true")
-        if before < 0:  # Delta takes a write's delta.* options as the properties of a new table
-            writer = writer.option(_INTERVAL, SPARK_CHECKPOINT_INTERVAL)
+        writer = new_table_properties(writer, before)
         if max_records_per_file is not None:
             writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
         writer.partitionBy(SEGMENT_KEY_COLUMN).save(path)
@@ -99,6 +99,14 @@ def write_rows(
     versions = retrying_table_commit(write, what=f"write to {path}", also=_RETRYABLE)
     checkpoint_if_due(log, *versions)
     return versions
+
+
+def new_table_properties(writer: DataFrameWriter, before: int) -> DataFrameWriter:
+    """``writer`` giving the table it creates (``before``, the table's version, is -1: there
+    is none yet) segmentlake's checkpoint interval; Delta takes a write's ``delta.*`` options
+    as a new table's properties and ignores them on an existing table. A table written this
+    way is checkpointed by :func:`checkpoint_if_due` after each write."""
+    return writer.option(_INTERVAL, SPARK_CHECKPOINT_INTERVAL) if before < 0 else writer
 
 
 def checkpoint_due(before: int, after: int, last_checkpoint: int | None) -> int | None:
@@ -115,7 +123,7 @@ def checkpoint_due(before: int, after: int, last_checkpoint: int | None) -> int 
 
 
 def checkpoint_if_due(log: TableLog, before: int, after: int) -> None:
-    """Checkpoint the datasource table at ``after`` through delta-rs when the write passed a
+    """Checkpoint the table at ``after`` through delta-rs when the write passed a
     multiple of :data:`CHECKPOINT_EVERY` (:func:`checkpoint_due`) and the table leaves
     checkpoints to segmentlake (a table created before it did keeps Spark's own). Best
     effort: the write has committed, so a failure is logged and the next multiple tries

@@ -13,10 +13,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.cli.main import main
-from segmentlake.coordinator.volume_tables import MARKER
+from segmentlake.coordinator.volume_tables import MARKER, volume_table_path
 from segmentlake.core.storage_tiers import CopyState
 from segmentlake.errors import SpecError
 from segmentlake.lake import Lake
+from segmentlake.metadata.table_log import TableLog
+from segmentlake.storage.table_files import SPARK_CHECKPOINT_INTERVAL
 
 SPEC: dict[str, Any] = {
     "timestampSpec": {"column": "ts", "format": "iso"},
@@ -87,6 +89,10 @@ def test_load_drop_retire_and_tiered_reads(spark: SparkSession, lake: Lake, volu
     assert len(hot) == 2
     assert sum(tiers[c.volume] == "cold" for c in copies) == 4
     assert report.loaded == 6
+    # Volume tables are made like datasource tables: delta-rs checkpoints them, not Spark.
+    for volume in lake.volumes():
+        table = TableLog(volume_table_path(volume, ds))
+        assert table.properties()["delta.checkpointInterval"] == SPARK_CHECKPOINT_INTERVAL
 
     # Same rows whichever tier serves them; the hot days really come from a hot volume.
     hot_read = lake.read(ds, tier="hot")
