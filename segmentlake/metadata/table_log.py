@@ -11,6 +11,7 @@ same whatever Delta build wrote the table (open source, Databricks) and with no 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
@@ -37,6 +38,8 @@ __all__ = [
     "load_through_gaps",
     "local_path",
 ]
+
+logger = logging.getLogger(__name__)
 
 # A log entry's modification time (ns) and size: what tells a follower its table is the same.
 Stamp = tuple[int, int]
@@ -307,6 +310,26 @@ class TableLog:
             except (FileNotFoundError, OSError):
                 pass  # another process cleaned it first
         return deleted
+
+    def checkpoint(self, version: int, *, if_property: tuple[str, str] | None = None) -> bool:
+        """Write a checkpoint of ``version`` with delta-rs, then delete the log entries behind
+        it that are past the table's ``delta.logRetentionDuration`` (as Spark does after its
+        checkpoints); with ``if_property`` (name, value), only when the table's property of
+        that name has that value. Whether a checkpoint was written. Best effort: a failure is
+        logged and leaves the next checkpoint to try again (delta-rs writes one whole or not
+        at all)."""
+        try:
+            table = load_through_gaps(lambda: self.table(version))
+            if if_property is not None:
+                name, value = if_property
+                if table.metadata().configuration.get(name) != value:
+                    return False
+            table.create_checkpoint()
+            table.cleanup_metadata()
+        except (DeltaError, OSError) as e:
+            logger.warning("checkpoint of %s at version %d failed: %s", self.uri, version, e)
+            return False
+        return True
 
     def last_checkpoint(self) -> int | None:
         """The version of the latest checkpoint, None when there is none."""

@@ -52,7 +52,7 @@ from segmentlake.core.timeline import VISIBLE, winning_pieces
 from segmentlake.metadata.records import SEGMENT
 from segmentlake.metadata.segment_files import SegmentFiles, same_schema
 from segmentlake.metadata.store import MetadataStore
-from segmentlake.metadata.table_log import TableLog, load_through_gaps, local_path
+from segmentlake.metadata.table_log import TableLog, local_path
 from segmentlake.metadata.visible_changes import (
     RECORDS_SCANNED,
     Synced,
@@ -1012,16 +1012,8 @@ def _added_columns(current: Schema, grown: str) -> list[Any]:
 def _upkeep(visible: TableLog, version: int, *, written: int, files: int) -> None:
     """A checkpoint (:func:`_checkpoint_due`), and the log behind it cleaned once past
     retention. Best effort: a failure leaves the next one to do it."""
-    if not _checkpoint_due(version, written=written, files=files):
-        return
-    try:
-        table = load_through_gaps(lambda: visible.table(version))
-        table.create_checkpoint()
-        table.cleanup_metadata()
-    except (DeltaError, OSError) as e:
-        logger.warning(
-            "checkpoint of the visible table %s at %d failed: %s", visible.uri, version, e
-        )
+    if _checkpoint_due(version, written=written, files=files):
+        visible.checkpoint(version)
 
 
 def _checkpoint_due(version: int, *, written: int, files: int) -> bool:

@@ -14,12 +14,11 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, DataFrameWriter
 
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.metadata.conflicts import retrying_table_commit
-from segmentlake.metadata.table_log import TableLog, load_through_gaps
+from segmentlake.metadata.table_log import TableLog
 
 __all__ = [
     "CHECKPOINT_EVERY",
@@ -123,24 +122,15 @@ def checkpoint_due(before: int, after: int, last_checkpoint: int | None) -> int 
 
 
 def checkpoint_if_due(log: TableLog, before: int, after: int) -> None:
-    """Checkpoint the table at ``after`` through delta-rs when the write passed a
-    multiple of :data:`CHECKPOINT_EVERY` (:func:`checkpoint_due`) and the table leaves
-    checkpoints to segmentlake (a table created before it did keeps Spark's own). Best
-    effort: the write has committed, so a failure is logged and the next multiple tries
-    again; delta-rs writes the checkpoint whole or not at all."""
+    """Checkpoint the table at ``after`` through delta-rs when the write passed a multiple of
+    :data:`CHECKPOINT_EVERY` (:func:`checkpoint_due`) and the table leaves checkpoints to
+    segmentlake (a table created before it did keeps Spark's own). Best effort: the write
+    has committed, so a failure is logged and the next multiple tries again."""
     if checkpoint_due(before, after, None) is None:  # 9 writes in 10: no read of the log
         return
     if checkpoint_due(before, after, log.last_checkpoint()) is None:
         return
-    try:
-        table = load_through_gaps(lambda: log.table(after))
-        if table.metadata().configuration.get(_INTERVAL) != SPARK_CHECKPOINT_INTERVAL:
-            return
-        table.create_checkpoint()
-        # As Spark does after its checkpoints: entries past delta.logRetentionDuration go.
-        table.cleanup_metadata()
-    except (DeltaError, OSError) as e:
-        logger.warning("checkpoint of %s at version %d failed: %s", log.uri, after, e)
+    log.checkpoint(after, if_property=(_INTERVAL, SPARK_CHECKPOINT_INTERVAL))
 
 
 def written_segments(

@@ -86,3 +86,20 @@ def test_following_hands_over_each_new_entry_or_says_to_load_whole(tmp_path: Pat
     _append(path, 99)  # created again: only version 0
     assert log.follow(3, stamp, take) is None
     assert log.follow(3, None, take) is None  # a stamp never taken proves nothing
+
+
+def test_a_checkpoint_is_written_only_where_the_property_says_so(tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for path, interval in ((ours, "1000"), (theirs, "10")):
+        for i in range(3):
+            config = {"delta.checkpointInterval": interval} if i == 0 else None
+            write_deltalake(str(path), pa.table({"x": [i]}), mode="append", configuration=config)
+    wanted = ("delta.checkpointInterval", "1000")
+    assert not TableLog(str(theirs)).checkpoint(2, if_property=wanted)
+    assert TableLog(str(theirs)).last_checkpoint() is None
+    assert TableLog(str(ours)).checkpoint(2, if_property=wanted)
+    assert TableLog(str(ours)).last_checkpoint() == 2
+    assert DeltaTable(str(ours)).to_pyarrow_table().num_rows == 3
+    # A version that is not there: logged, nothing written, no exception.
+    assert not TableLog(str(ours)).checkpoint(7)
+    assert TableLog(str(ours)).last_checkpoint() == 2
