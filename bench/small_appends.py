@@ -34,17 +34,11 @@ from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from streaming import CONF, SPEC  # the same datasource as the streaming bench's
+
 from segmentlake.lake import Lake
 from segmentlake.spark.session import spark_session
 from segmentlake.storage import table_files
-
-CONF = {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
-SPEC = {
-    "timestampSpec": {"column": "ts", "format": "iso"},
-    "dimensionsSpec": {"dimensions": ["user", "page"]},
-    "metricsSpec": [{"type": "longSum", "name": "n", "fieldName": "n"}],
-    "granularitySpec": {"segmentGranularity": "day", "queryGranularity": "none", "rollup": False},
-}
 
 
 def batch(spark: SparkSession, i: int, rows: int) -> DataFrame:
