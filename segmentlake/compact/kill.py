@@ -187,7 +187,7 @@ def kill_unused(
     started = time.monotonic()
     doomed = segment_keys + orphans
     if doomed:
-        delete_keys(spark, path, doomed)
+        delete_keys(spark, log, doomed)
         logger.info(
             "deleted the rows of %d segment key(s) and %d orphan key(s) from %s",
             len(segment_keys),

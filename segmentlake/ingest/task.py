@@ -81,7 +81,13 @@ from segmentlake.metadata.transaction import CommitLog, recording_commits
 from segmentlake.spark.job_metrics import JobMetrics, measure_jobs
 from segmentlake.spark.observed import observed_metrics
 from segmentlake.storage.segment_keys import key_order
-from segmentlake.storage.table_files import WrittenSegment, pack_files, write_rows, written_segments
+from segmentlake.storage.table_files import (
+    WrittenSegment,
+    checkpoint_if_due,
+    pack_files,
+    write_rows,
+    written_segments,
+)
 
 __all__ = ["IngestMode", "IngestTarget", "Replacing", "new_task_id", "run_ingestion"]
 
@@ -453,6 +459,7 @@ def _split(
         run.task_id, len(files), len(again), len(moves),
     )  # fmt: skip
     rekey_files(log, versions, moves)
+    checkpoint_if_due(log, versions[1], log.version())
     return {k: w for k, w in written.items() if k not in files} | again
 
 

@@ -22,6 +22,7 @@ from segmentlake.errors import SpecError, first_line
 from segmentlake.metadata.conflicts import retrying_table_commit
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.spark.connect import default_parallelism
+from segmentlake.storage.table_files import checkpoint_if_due
 
 __all__ = [
     "DEFAULT_RETENTION_HOURS",
@@ -41,10 +42,13 @@ _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism
 _KEYS_PER_DELETE = 10_000
 
 
-def delete_keys(spark: SparkSession, path: str, keys: list[str]) -> None:
-    """Delete every row under ``keys``: whole files (a partition predicate), one Delta commit
-    per batch of keys. Concurrent appends write other keys and do not conflict; a conflict
-    with another delete is retried (deleting is idempotent)."""
+def delete_keys(spark: SparkSession, log: TableLog, keys: list[str]) -> None:
+    """Delete every row under ``keys`` from the table of ``log``: whole files (a partition
+    predicate), one Delta commit per batch of keys. Concurrent appends write other keys and
+    do not conflict; a conflict with another delete is retried (deleting is idempotent). A
+    delete that passes a checkpoint multiple checkpoints the table, as a write does."""
+    path = log.uri
+    before = log.version()
 
     def delete(batch: list[str]) -> None:
         # SQL rather than delta.tables.DeltaTable: it plans on the latest snapshot at each
@@ -58,6 +62,7 @@ def delete_keys(spark: SparkSession, path: str, keys: list[str]) -> None:
         retrying_table_commit(
             partial(delete, batch), what=f"DELETE of {len(batch)} key(s) from {path}"
         )
+    checkpoint_if_due(log, before, log.version())
 
 
 def vacuum_table(

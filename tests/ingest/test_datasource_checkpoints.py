@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.lake import Lake
 from segmentlake.metadata.table_log import TableLog
+from segmentlake.storage.deletion import delete_keys
 from segmentlake.storage.table_files import (
     CHECKPOINT_EVERY,
     SPARK_CHECKPOINT_INTERVAL,
@@ -66,3 +67,38 @@ def test_the_table_is_checkpointed_by_delta_rs_and_read_from_the_checkpoint(
     )
     assert len(table.inputFiles()) == live
     assert lake.read(ds).count() == 1
+
+
+@pytest.mark.spark
+def test_a_split_and_a_delete_that_commit_the_multiple_checkpoint_it(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """Not only writes: the commit that moves an oversized segment's files to new keys, and
+    a kill's DELETE, each checkpoint the table when they commit a multiple."""
+    tight = {
+        **spec(rollup=False),
+        "tuningConfig": {"partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 250}},
+    }
+    assert lake.append(edits(spark, [("2024-01-02T01:00:00Z", "#en", "u", 1)]), ds, tight)
+    log = TableLog(f"{lake.warehouse}/{ds}")
+
+    def write_until(version: int) -> None:
+        while log.version() < version:
+            key = f"extra.{log.version()}"
+            write_rows(
+                log, spark.createDataFrame([(1, key)], f"n long, {SEGMENT_KEY_COLUMN} string")
+            )
+        assert log.version() == version
+
+    write_until(CHECKPOINT_EVERY - 2)
+    rows = [(f"2024-01-01T{i % 24:02d}:00:{i % 60:02d}Z", "#en", f"u{i}", i) for i in range(900)]
+    report = lake.append(edits(spark, rows).repartition(3), ds, tight)
+    assert "split" in report.phases  # the write committed 9, the split 10
+    assert log.version() == CHECKPOINT_EVERY
+    assert log.last_checkpoint() == CHECKPOINT_EVERY
+
+    write_until(2 * CHECKPOINT_EVERY - 1)
+    delete_keys(spark, log, [f"extra.{CHECKPOINT_EVERY}"])
+    assert log.version() == 2 * CHECKPOINT_EVERY
+    assert log.last_checkpoint() == 2 * CHECKPOINT_EVERY
+    assert lake.read(ds).count() == 901
