@@ -101,6 +101,11 @@ def test_unparseable_metric_input_is_a_parse_exception(
             {"transformSpec": {"filter": "no_such_column > 1"}},
             r"transformSpec.filter 'no_such_column > 1' is not a valid",
         ),
+        (
+            # Valid SQL only if spliced into the parse's CASE: it must be refused, not run.
+            {"transformSpec": {"filter": "false, false) THEN 'kept' WHEN coalesce(true"}},
+            r"transformSpec.filter .* is not a valid Spark SQL condition",
+        ),
         ({"metricsSpec": [{"type": "sum", "name": "a"}]}, r"unknown aggregator type 'sum'"),
         ({"granularitySpec": {"segmentGranularity": "fortnight"}}, r"unknown granularity"),
     ],

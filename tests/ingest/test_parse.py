@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS
-from segmentlake.ingest.parse import CHUNK, REASON, TIME, floor_millis, parse_input
+from segmentlake.ingest.parse import CHUNK, REASON, TIME, floor_millis_sql, parse_input
 
 pytestmark = [pytest.mark.spark]
 
@@ -73,7 +73,7 @@ def test_buckets_agree_with_the_core_granularities(spark: SparkSession) -> None:
     df = spark.createDataFrame([(m,) for m in samples], "ms BIGINT")
     granularities = [g for g in Granularity if g is not Granularity.ALL]
     rows = df.select(
-        "ms", *[floor_millis(g, F.col("ms")).alias(g.name) for g in granularities]
+        "ms", *[F.expr(floor_millis_sql(g, "ms")).alias(g.name) for g in granularities]
     ).collect()
     for row in rows:
         for g in granularities:
