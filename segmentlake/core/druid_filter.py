@@ -23,9 +23,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from segmentlake.core.names import quote_identifier, sql_string
 from segmentlake.core.spec_reader import at, is_int, safe_repr
 
-__all__ = ["FILTER_TYPES", "druid_filter_sql", "sql_identifier", "sql_string"]
+__all__ = ["FILTER_TYPES", "druid_filter_sql"]
 
 # filterTuning only picks between Druid's bitmap indexes and row matching; Spark has neither.
 _NO_EFFECT = {"filterTuning"}
@@ -36,16 +37,6 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
 # Deeper filter trees are not written by hand; the bound keeps translation off Python's
 # recursion limit.
 _MAX_DEPTH = 64
-
-
-def sql_identifier(name: str) -> str:
-    """A column name quoted for Spark SQL (backticks; a backtick doubled)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal (Spark reads backslashes as escapes in literals)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class _Translator:
@@ -73,7 +64,7 @@ class _Translator:
         if not isinstance(name, str) or not name:
             self.fail(f"{path}.{key}", f"must be a column name, got {safe_repr(name)}")
             return "``"
-        return sql_identifier(name)
+        return quote_identifier(name)
 
     def text(self, value: Any, path: str) -> str:
         """A value compared as a string: Druid matches a number's string form."""
