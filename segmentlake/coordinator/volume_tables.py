@@ -96,10 +96,12 @@ def load_rows(
 
 def drop_rows(spark: SparkSession, volume: Volume, datasource: str, keys: Sequence[str]) -> None:
     """Delete the rows of ``keys`` from the volume's table (nothing if it has none)."""
+    if not keys:  # nothing to drop: not even the log's listing (a round trip on object stores)
+        return
     path = volume_table_path(volume, datasource)
     log = TableLog(path)
     before = log.version()
-    if not keys or before < 0:
+    if before < 0:
         return
     predicate = f"`{SEGMENT_KEY_COLUMN}` IN ({', '.join(map(sql_string, keys))})"
     spark.sql(f"DELETE FROM {sql_path(path)} WHERE {predicate}")
