@@ -70,6 +70,8 @@ logger = logging.getLogger(__name__)
 # revoke a user's overwrite lock. One value for every kind: selections, not lock priorities,
 # keep jobs apart.
 _LOCK_PRIORITY = 0
+# How soon a running manager's pass loop notices ``stop`` between passes.
+_STOP_POLL_S = 0.2
 
 
 @dataclass
@@ -290,8 +292,6 @@ class CompactionManager:
                 self.queue(group).replace_chunk(
                     _queue_chunk(datasource, view.chunk.row_id), by_group.get(group, [])
                 )
-        if jobs:
-            self._wake.set()
 
     def queue(self, group: str) -> JobQueue:
         """The queue of compactor group ``group`` (created empty on first use)."""
@@ -492,8 +492,9 @@ class CompactionManager:
                 if once:
                     time.sleep(0.2)
                     continue
-                self._wake.wait(interval_s)
-                self._wake.clear()
+                self._wait_for_pass(interval_s, stop)
+                if stop.is_set():
+                    break
                 try:
                     report = self.run_pass()
                 except SegmentLakeError:
@@ -507,6 +508,19 @@ class CompactionManager:
             stop.set()
             for thread in threads:
                 thread.join()
+
+    def _wait_for_pass(self, interval_s: float, stop: threading.Event) -> None:
+        """Until the next pass is due: ``interval_s`` passed or a job committed (it changed
+        its chunk: plan what follows now), or ``stop`` was set (noticed within a poll). Jobs a
+        pass queues do not wake it: compactors take them from the queue, and a pass woken by
+        its own jobs ran back to back (~20 a second, each a metadata commit) for as long as a
+        backlog lasted, starving the compactions it planned."""
+        deadline = time.monotonic() + interval_s
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._wake.wait(min(left, _STOP_POLL_S)):
+                break
+        self._wake.clear()
 
     def _compactor_loop(
         self, name: str, group: str, stop: threading.Event, busy: list[int]

@@ -9,6 +9,7 @@ wall-clock start and end go to ``<LOG dir>/times-<NAME>.json``."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -37,6 +38,8 @@ class TimedManager(CompactionManager):
 
 
 def main(warehouse: str, datasource: str, log: Path, name: str) -> None:
+    # Its output file is what the test shows of a worker that died: passes, phases, refusals.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     spark = spark_session(
         app_name="manager-worker",
         master="local[1]",

@@ -4,6 +4,8 @@ chunk changed, dead reservations re-planned, the status, the SQL view, the CLI, 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from pyspark.sql import SparkSession
@@ -102,6 +104,38 @@ def test_a_dead_compactors_reservation_expires_and_its_job_is_planned_again(
     assert report.duties.expired == 1
     assert [j.job_id for j in manager.queue("default").jobs()] == [job.job_id]
     assert manager.run_job(manager.take(), compactor="c1").status == "committed"  # type: ignore[arg-type]
+
+
+def test_a_pass_that_queues_jobs_does_not_start_the_next_at_once(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """The next pass waits for the interval (or a commit): jobs reach compactors through the
+    queue. A pass woken by the jobs it queued ran again at once, ~20 times a second while the
+    backlog lasted, and two managers' passes starved their own compactions (a first job took
+    45-60 s in the crash test). ``stop`` still ends the loop promptly mid-interval."""
+    _append(spark, lake, ds, 0, 200)
+    lake.set_compaction_config(ds, CompactionConfig(planner=RatioPlanner(ratio=1.0)))
+    manager = lake.compaction_manager(datasources=[ds])
+    stop = threading.Event()
+    planned: list[int] = []
+    thread = threading.Thread(
+        target=manager.run,
+        kwargs={
+            "compactors": 0,  # nothing commits: only the interval could start a pass
+            "interval_s": 600.0,
+            "stop": stop,
+            "on_pass": lambda _, report: planned.append(report.planned),
+        },
+    )
+    thread.start()
+    time.sleep(3.0)
+    stopped = time.monotonic()
+    stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert time.monotonic() - stopped < 2.0
+    assert planned == [1]  # one pass, which queued the one job
+    assert len(manager.queue("default").jobs()) == 1
 
 
 def test_status_view_and_cli(spark: SparkSession, lake: Lake, ds: str, capsys) -> None:
