@@ -49,7 +49,9 @@ _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 def driver_conf(conf: Mapping[str, str] = SHORT_LIVED_DRIVER_CONF) -> dict[str, str]:
     """``conf`` for a driver the suite starts, with the class data sharing archive ``make test``
     built added to its Java options (:mod:`tests.jvm_archive`: ~16 s to a warm driver instead
-    of ~25 s); ``conf`` as it is when there is none."""
+    of ~25 s); ``conf`` as it is when there is none. A ``conf`` given replaces the short-lived
+    one rather than adding to it: a worker wants ``driver_conf()`` (two that passed their own
+    rebuilt Delta state in the default number of tasks, and ran 20-40% longer)."""
     from tests.jvm_archive import archive_option
 
     option = archive_option()

@@ -49,7 +49,7 @@ def main(warehouse: str, datasource: str, mode: str, directory: Path) -> None:
         app_name=f"compaction-worker-{mode}",
         master="local[1]",
         quiet_progress=True,
-        extra_conf=driver_conf({"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"}),
+        extra_conf=driver_conf(),
     )
     lake = Lake(spark, warehouse, lease_seconds=10 if mode == "major-killable" else 60)
     if mode not in ("stream", "major", "major-killable"):

@@ -44,7 +44,7 @@ def main(warehouse: str, datasource: str, log: Path, name: str) -> None:
         app_name="manager-worker",
         master="local[1]",
         quiet_progress=True,
-        extra_conf=driver_conf({"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"}),
+        extra_conf=driver_conf(),
     )
     lake = Lake(spark, warehouse, lease_seconds=20)
     times = OpTimes(log.parent, name)
