@@ -513,8 +513,8 @@ class CompactionManager:
         """Until the next pass is due: ``interval_s`` passed or a job committed (it changed
         its chunk: plan what follows now), or ``stop`` was set (noticed within a poll). Jobs a
         pass queues do not wake it: compactors take them from the queue, and a pass woken by
-        its own jobs ran back to back (each a metadata commit: 1,232 passes in 10 s with one job
-        queued) for as long as a backlog lasted, starving the compactions it planned."""
+        its own jobs ran back to back for as long as a backlog lasted, each a metadata commit
+        (1,232 passes in 10 s with one job queued)."""
         deadline = time.monotonic() + interval_s
         while not stop.is_set():
             left = deadline - time.monotonic()
