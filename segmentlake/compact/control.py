@@ -4,7 +4,7 @@ requests, and the status (holds, selections, queued and running jobs, user compa
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,8 @@ from segmentlake.metadata.compaction_records import (
     user_row,
 )
 from segmentlake.metadata.queries import of_kind
-from segmentlake.metadata.records import metadata_row
+from segmentlake.metadata.records import Row, metadata_row, rows_scope
+from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
@@ -209,9 +210,23 @@ def publish_manager_snapshot(
         payload=orjson.dumps(payload).decode(),
     )
 
+    def stale(rows: Iterable[Row]) -> list[Row]:
+        # Other managers' expired rows; a manager's own row is refreshed whatever its age
+        # (deleting it too would drop the row the upsert refreshes).
+        return [
+            r
+            for r in rows
+            if r["id"] != snapshot.manager_id and r["expires_ms"] <= snapshot.reported_ms
+        ]
+
+    def scope() -> Scope:
+        # The own row and the expired rows to delete, by key: managers reporting at once
+        # commit side by side, and conflict only when both delete the same expired row.
+        return rows_scope([row, *stale(store.rows(MANAGERS_PARTITION, kinds=[MANAGER]))])
+
     def decide(state: PartitionState) -> Decision[None]:
-        stale = [r for r in state.of(MANAGER) if r["expires_ms"] <= snapshot.reported_ms]
-        return Decision([Change("upsert", row), *(Change("delete", r) for r in stale)], None)
+        expired = stale(state.of(MANAGER))
+        return Decision([Change("upsert", row), *(Change("delete", r) for r in expired)], None)
 
     transact(
         store,
@@ -219,6 +234,7 @@ def publish_manager_snapshot(
         decide,
         operation="manager_status",
         condition=of_kind(MANAGER),
+        scope=scope,
         policy=policy,
     )
 
