@@ -741,7 +741,10 @@ def _fail(run: _RunningTask, err: BaseException) -> None:
         row = task_row(
             run.datasource, run.task_id, report.to_json(), interval=run.interval, now_ms=now_ms()
         )
-        record_task(lockbox.store, row, policy=lockbox.retry)
+        if not record_task(lockbox.store, row, policy=lockbox.retry):
+            logger.warning(
+                "%s: another run of this task id succeeded; its record stays", run.task_id
+            )
     except Exception:
         logger.warning(
             "%s: could not release locks or record the failure", run.task_id, exc_info=True

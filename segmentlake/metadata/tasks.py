@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
-from segmentlake.metadata.records import TASK, Row, metadata_row
+from segmentlake.metadata.records import TASK, Row, metadata_row, rows_scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
@@ -45,18 +45,29 @@ def task_row(
     )
 
 
-def record_task(store: MetadataStore, row: Row, *, policy: RetryPolicy) -> None:
-    """Write (or replace) one task row in its own commit."""
+def record_task(store: MetadataStore, row: Row, *, policy: RetryPolicy) -> bool:
+    """Write (or replace) one task row in its own commit, unless it would replace the record
+    of a run that succeeded with that of one that did not; whether it was written.
 
-    def decide(state: PartitionState) -> Decision[None]:
-        return Decision([Change("upsert", row)], None)
+    A task id names one run: once a run with it published, its record is what keeps a retry
+    from ingesting the rows again (:func:`published_report`). Another run with the same id
+    that raced it and failed (its locks refused while the first held them) must not make the
+    id look unpublished. The commit reads only this row, so it never retries over another
+    task's commits on the datasource."""
+    replaces_success = json.loads(row["payload"]).get("status") != "SUCCESS"
 
-    transact(
+    def decide(state: PartitionState) -> Decision[bool]:
+        if replaces_success and succeeded_in(state, row["id"]) is not None:
+            return Decision([], False)
+        return Decision([Change("upsert", row)], True)
+
+    return transact(
         store,
         row["datasource"],
         decide,
         operation="task",
         condition=(pc.field("kind") == TASK) & (pc.field("id") == row["id"]),
+        scope=rows_scope([row]),
         policy=policy,
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,8 @@ from pyspark.sql import SparkSession
 from segmentlake.errors import SpecError, TaskAlreadyPublished
 from segmentlake.faults import CRASH_ENV
 from segmentlake.lake import Lake
+from segmentlake.metadata.store import now_ms
+from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.streaming import append_stream, batch_task_id, batch_writer
 from tests.streaming.support import LEASE_SECONDS, SCHEMA, SPEC, write_files
 
@@ -39,6 +42,64 @@ def test_a_task_id_runs_once(spark: SparkSession, warehouse: str) -> None:
     assert task.status == "SUCCESS"
     assert task.segments == first.segments
     assert users(lake) == Counter({"a": 1})
+
+
+def test_a_racing_run_of_one_task_id_is_refused_once_the_other_publishes(
+    spark: SparkSession, warehouse: str
+) -> None:
+    """Two runs of one task id at once (a job retried while the first still ran): the second
+    passes the published check before the first publishes, then waits for a lock; once the
+    first has published, its next lock attempt finds that and it stops, recording nothing."""
+    lake = Lake(spark, warehouse)
+    day_one = spark.createDataFrame([("2024-01-01T00:00:00Z", "a", 1)], SCHEMA)
+    day_two = spark.createDataFrame([("2024-01-02T00:00:00Z", "b", 1)], SCHEMA)
+    lake.append(day_one, "events", SPEC)  # the datasource exists
+    holder = lake.actions.try_lock("events", "2024-01-01/P1D", group_id="holder", priority=100)
+    assert holder.granted
+    failed: list[tuple[BaseException, float]] = []
+
+    def second_run() -> None:
+        try:
+            lake.append(day_one, "events", SPEC, task_id="load_1", lock_timeout_s=30.0)
+        except Exception as e:
+            failed.append((e, time.time()))
+
+    racing = threading.Thread(target=second_run)
+    racing.start()
+    time.sleep(1.0)  # it has passed the published check and waits for the holder's lock
+    first = lake.append(day_two, "events", SPEC, task_id="load_1")
+    first_done = time.time()
+    racing.join(timeout=60)
+    [(error, failed_at)] = failed
+    assert isinstance(error, TaskAlreadyPublished), error
+    assert failed_at > first_done
+    (task,) = [t for t in lake.tasks("events") if t.task_id == "load_1"]
+    assert (task.status, task.segments) == ("SUCCESS", first.segments)
+    assert users(lake) == Counter({"a": 1, "b": 1})
+
+
+def test_a_failure_of_a_task_id_that_succeeded_does_not_replace_its_record(
+    spark: SparkSession, warehouse: str
+) -> None:
+    """A second run of a task id can fail after the first published (it passed the published
+    checks before that; then its write failed): its failure record must not replace the
+    success, which is what keeps a third run from ingesting the rows again. The record was an
+    upsert: the id then looked unpublished and a retry appended the rows a second time."""
+    lake = Lake(spark, warehouse)
+    day_one = spark.createDataFrame([("2024-01-01T00:00:00Z", "a", 1)], SCHEMA)
+    first = lake.append(day_one, "events", SPEC, task_id="load_1")
+    failure = {**first.to_json(), "status": "FAILED", "error": "Py4JJavaError: lost executor"}
+    row = task_row("events", "load_1", failure, interval=None, now_ms=now_ms())
+    assert record_task(lake.metadata, row, policy=lake.lockbox.retry) is False
+    (task,) = [t for t in lake.tasks("events") if t.task_id == "load_1"]
+    assert (task.status, task.segments) == ("SUCCESS", first.segments)
+    with pytest.raises(TaskAlreadyPublished, match="load_1"):
+        lake.append(day_one, "events", SPEC, task_id="load_1")
+    assert users(lake) == Counter({"a": 1})
+    # A task that failed may be recorded again, as it is when it fails once more.
+    other = task_row("events", "load_2", failure, interval=None, now_ms=now_ms())
+    assert record_task(lake.metadata, other, policy=lake.lockbox.retry) is True
+    assert record_task(lake.metadata, other, policy=lake.lockbox.retry) is True
 
 
 def test_a_replayed_batch_is_skipped(spark: SparkSession, warehouse: str) -> None:
