@@ -1,7 +1,8 @@
 """The task ledger: one metadata row per ingestion or compaction task, holding its report.
 
 A successful task's row is written in its publish commit, so a report exists exactly when
-the task's segments do; a failed task's row is written on its own afterwards.
+the task's segments do; a failed task's row is written on its own afterwards, unless a run
+with the same task id succeeded (:func:`record_task`).
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ def record_task(store: MetadataStore, row: Row, *, policy: RetryPolicy) -> bool:
     of a run that succeeded with that of one that did not; whether it was written.
 
     A task id names one run: once a run with it published, its record is what keeps a retry
-    from ingesting the rows again (:func:`published_report`). Another run with the same id
-    that raced it and failed (its locks refused while the first held them) must not make the
-    id look unpublished. The commit reads only this row, so it never retries over another
-    task's commits on the datasource."""
-    replaces_success = json.loads(row["payload"]).get("status") != "SUCCESS"
+    from ingesting the rows again (:func:`published_report`). Another run with the same id,
+    racing it, passes the published checks before the first publishes and may then fail (its
+    write did): that must not make the id look unpublished. The commit reads only this row,
+    so it never retries over other tasks' commits on the datasource."""
+    a_success = json.loads(row["payload"]).get("status") == "SUCCESS"
 
     def decide(state: PartitionState) -> Decision[bool]:
-        if replaces_success and succeeded_in(state, row["id"]) is not None:
+        if not a_success and succeeded_in(state, row["id"]) is not None:
             return Decision([], False)
         return Decision([Change("upsert", row)], True)
 
