@@ -62,12 +62,15 @@ def set_config(
     def decide(state: PartitionState) -> Decision[None]:
         return Decision([Change("upsert", row)], None)
 
+    # A blind upsert reads nothing but its own row: an append or a compaction committing
+    # meanwhile on the datasource is no reason to decide again.
     transact(
         store,
         datasource,
         decide,
         operation="compaction_config",
         condition=of_kind(CONFIG),
+        scope=rows_scope([row]),
     )
     return config
 

@@ -130,6 +130,7 @@ class Reservation:
             mine = [r for r in state.of(RUNNING) if r["task_id"] == self.task_id]
             return Decision([Change("delete", r) for r in mine], len(mine))
 
+        interval = self.job.chunk.interval
         try:
             transact(
                 store,
@@ -137,6 +138,9 @@ class Reservation:
                 decide,
                 operation="compaction_abandon",
                 condition=row_of(RUNNING, self.job.job_id),
+                # The running record lies in its chunk: commits elsewhere in the datasource
+                # (appends to other days) are no reason to decide again.
+                scope=Scope.of([(interval.start_millis, interval.end_millis)]),
             )
         except Exception:
             logger.warning("job %s: could not drop its reservation", self.job.job_id)

@@ -25,6 +25,7 @@ from segmentlake.core.retention_rules import (
 )
 from segmentlake.errors import SpecError
 from segmentlake.metadata.records import metadata_row
+from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
@@ -90,12 +91,15 @@ def set_rules(
         )
         return Decision([Change("upsert", chain_row), Change("insert", audit_row)], revision)
 
+    # The decision reads the datasource's chain row only: changes of other datasources'
+    # rules, committing meanwhile in the same partition, are no reason to decide again.
     return transact(
         store,
         RULES,
         decide,
         operation="set_rules",
         condition=(pc.field("kind") == CHAIN) & (pc.field("id") == datasource),
+        scope=Scope.of(keys=[f"{CHAIN}:{datasource}"]),
         policy=policy,
     )
 

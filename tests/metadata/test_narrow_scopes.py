@@ -1,0 +1,161 @@
+"""Rare commits read only what they decide on: a compaction config, a datasource's rule chain
+and a compaction's abandoned reservation do not decide again because an unrelated commit
+landed between their read and their commit, and still do when a related one did. Metadata
+only (delta-rs), no Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from segmentlake.compact.control import read_config, set_config
+from segmentlake.compact.reservation import Reservation
+from segmentlake.core.compaction_jobs import (
+    ChunkKey,
+    CompactionJob,
+    CompactionKind,
+    RunningCompaction,
+)
+from segmentlake.core.interval import Interval
+from segmentlake.metadata.compaction_records import RUNNING, running_row
+from segmentlake.metadata.rule_records import rule_history, rules_of, set_rules
+from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.transaction import Decision, recording_commits, transact
+
+DATASOURCE = "wiki"
+DAY = Interval.parse("2024-01-01/2024-01-02")
+OTHER_DAY = Interval.parse("2024-01-05/2024-01-06")
+
+
+class _Interleaved(MetadataStore):
+    """A store that runs ``meanwhile`` (another process's commit, made deterministic) right
+    after its first transaction read: the commit then lands between that read and the
+    transaction's own commit."""
+
+    def __init__(self, warehouse: str, meanwhile: Callable[[], object]) -> None:
+        super().__init__(warehouse)
+        self._meanwhile: Callable[[], object] | None = meanwhile
+
+    def read(self, *args: Any, **kwargs: Any) -> PartitionState:
+        state = super().read(*args, **kwargs)
+        meanwhile, self._meanwhile = self._meanwhile, None
+        if meanwhile is not None:
+            meanwhile()
+        return state
+
+
+def _insert(store: MetadataStore, datasource: str, row: dict[str, Any], operation: str) -> None:
+    def decide(state: PartitionState) -> Decision[None]:
+        return Decision([Change("upsert", row)], None)
+
+    transact(store, datasource, decide, operation=operation)
+
+
+def _unrelated_row(interval: Interval) -> dict[str, Any]:
+    """A running record of a compaction of ``interval``: a row with a time range."""
+    job = CompactionJob(ChunkKey(interval, "v1"), CompactionKind.SYSTEM, ("s1", "s2"), 1)
+    running = RunningCompaction(job, "elsewhere", now_ms(), now_ms() + 60_000)
+    return running_row(DATASOURCE, running, task_id="t-elsewhere", now_ms=now_ms())
+
+
+def test_a_compaction_config_does_not_decide_again_over_an_unrelated_commit(
+    tmp_path: Path,
+) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    store = _Interleaved(warehouse, lambda: _insert(other, DATASOURCE, _unrelated_row(DAY), "x"))
+    with recording_commits() as log:
+        set_config(store, DATASOURCE, {"maxRowsPerSegment": 1234})
+    assert log.commits == {"x": 1, "compaction_config": 1}
+    assert log.retries == {}  # before: its scope was the whole datasource
+    assert read_config(MetadataStore(warehouse), DATASOURCE).max_rows_per_segment == 1234
+
+
+def test_a_compaction_config_set_meanwhile_is_replaced_by_the_later_commit(
+    tmp_path: Path,
+) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    store = _Interleaved(warehouse, lambda: set_config(other, DATASOURCE, {"maxRowsPerSegment": 7}))
+    with recording_commits() as log:
+        set_config(store, DATASOURCE, {"maxRowsPerSegment": 1234})
+    # The same row: the one that read first decides again, and commits last.
+    assert log.retries == {"compaction_config": 1}
+    assert read_config(MetadataStore(warehouse), DATASOURCE).max_rows_per_segment == 1234
+
+
+def test_rules_of_another_datasource_committed_meanwhile_are_no_conflict(tmp_path: Path) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    store = _Interleaved(warehouse, lambda: set_rules(other, "other", [{"type": "dropForever"}]))
+    with recording_commits() as log:
+        revision = set_rules(store, DATASOURCE, [{"type": "loadForever"}], author="a")
+    assert log.commits == {"set_rules": 2}
+    assert log.retries == {}  # before: every chain change conflicted with every other
+    fresh = MetadataStore(warehouse)
+    assert revision == 1
+    assert [r.type for r in rules_of(fresh, DATASOURCE)] == ["loadForever"]
+    assert [r.type for r in rules_of(fresh, "other")] == ["dropForever"]
+
+
+def test_rules_of_the_same_datasource_committed_meanwhile_make_a_second_revision(
+    tmp_path: Path,
+) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    store = _Interleaved(
+        warehouse, lambda: set_rules(other, DATASOURCE, [{"type": "dropForever"}], author="b")
+    )
+    with recording_commits() as log:
+        revision = set_rules(store, DATASOURCE, [{"type": "loadForever"}], author="a")
+    assert log.retries == {"set_rules": 1}
+    assert revision == 2
+    history = rule_history(MetadataStore(warehouse), DATASOURCE)
+    assert [(h.revision, h.author) for h in history] == [(2, "a"), (1, "b")]  # newest first
+    assert history[0].old is not None
+    assert [r.type for r in history[0].old] == ["dropForever"]
+
+
+def _reservation(interval: Interval) -> tuple[Reservation, dict[str, Any]]:
+    job = CompactionJob(ChunkKey(interval, "v1"), CompactionKind.SYSTEM, ("a", "b"), 1)
+    running = RunningCompaction(job, "compactor-1", now_ms(), now_ms() + 60_000)
+    row = running_row(DATASOURCE, running, task_id="t-1", now_ms=now_ms())
+    return Reservation(DATASOURCE, job, "compactor-1", "t-1", 60_000), row
+
+
+def test_an_abandoned_reservation_goes_without_deciding_again_over_another_day(
+    tmp_path: Path,
+) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    reservation, row = _reservation(DAY)
+    _insert(other, DATASOURCE, row, "reserve")
+    store = _Interleaved(
+        warehouse, lambda: _insert(other, DATASOURCE, _unrelated_row(OTHER_DAY), "x")
+    )
+    with recording_commits() as log:
+        reservation.abandon(store)
+    assert log.commits == {"x": 1, "compaction_abandon": 1}
+    assert log.retries == {}
+    left = MetadataStore(warehouse).rows(DATASOURCE, kinds=[RUNNING])
+    assert [r["id"] for r in left] == [_unrelated_row(OTHER_DAY)["id"]]
+
+
+def test_an_abandon_decides_again_over_a_commit_on_its_own_day(tmp_path: Path) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    reservation, row = _reservation(DAY)
+    _insert(other, DATASOURCE, row, "reserve")
+    store = _Interleaved(warehouse, lambda: _insert(other, DATASOURCE, _unrelated_row(DAY), "x"))
+    with recording_commits() as log:
+        reservation.abandon(store)
+    assert log.retries == {"compaction_abandon": 1}
+    left = MetadataStore(warehouse).rows(DATASOURCE, kinds=[RUNNING])
+    assert [r["id"] for r in left] == [_unrelated_row(DAY)["id"]]
