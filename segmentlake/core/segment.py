@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -18,6 +19,7 @@ from typing import Any
 from segmentlake.core.interval import Interval, format_timestamp, parse_timestamp, to_millis
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, shard_spec_from_json
+from segmentlake.core.spec_reader import safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = ["DataSegment", "SegmentId"]
@@ -25,7 +27,7 @@ __all__ = ["DataSegment", "SegmentId"]
 
 def _check_name(kind: str, value: object) -> None:
     if not isinstance(value, str) or not value:
-        raise SpecError(f"{kind} must be a non-empty string, got {value!r}")
+        raise SpecError(f"{kind} must be a non-empty string, got {safe_repr(value)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +165,19 @@ class DataSegment:
             raise SpecError(f"shard_spec must be a ShardSpec, got {self.shard_spec!r}")
         if self.schema is not None and not isinstance(self.schema, SegmentSchema):
             raise SpecError(f"schema must be a SegmentSchema, got {self.schema!r}")
-        if self.size < 0 or self.num_rows < 0:
-            raise SpecError(f"size and num_rows must be >= 0, got {self.size}, {self.num_rows}")
+        for name in ("size", "num_rows", "binary_version"):
+            value = getattr(self, name)
+            _check_count(f"a segment's {name}", value)
+            object.__setattr__(self, name, int(value))  # a numpy integer becomes an int
+        if not isinstance(self.load_spec, Mapping):
+            raise SpecError(f"load_spec must be a mapping, got {safe_repr(self.load_spec)}")
+        state = self.last_compaction_state
+        if state is not None and not isinstance(state, Mapping):
+            raise SpecError(
+                f"last_compaction_state must be a mapping or None, got {safe_repr(state)}"
+            )
+        for name in ("dimensions", "metrics"):
+            _check_names(name, getattr(self, name))
         # Freeze (deep) copies of the mappings so a caller's later mutation, even of a nested
         # value such as a compaction state's partitionsSpec, cannot change a published record.
         object.__setattr__(self, "load_spec", MappingProxyType(_deep_copy(self.load_spec)))
@@ -327,27 +340,34 @@ class DataSegment:
             raise SpecError(f"segment descriptor is not valid JSON: {e}") from e
         if not isinstance(obj, Mapping):
             raise SpecError(f"segment descriptor must be a JSON object, got {obj!r}")
-        try:
-            return cls(
-                datasource=obj["dataSource"],
-                interval=Interval.parse(obj["interval"]),
-                version=obj["version"],
-                shard_spec=shard_spec_from_json(
-                    obj.get("shardSpec") or {"type": "numbered", "partitionNum": 0}
-                ),
-                load_spec=obj.get("loadSpec") or {},
-                dimensions=_split(obj.get("dimensions")),
-                metrics=_split(obj.get("metrics")),
-                size=int(obj.get("size", 0)),
-                num_rows=int(obj.get("numRows", 0)),
-                last_compaction_state=obj.get("lastCompactionState"),
-                binary_version=int(obj.get("binaryVersion", 9)),
-                schema=None
-                if obj.get("schema") is None
-                else SegmentSchema.from_json(obj["schema"]),
-            )
-        except KeyError as e:
-            raise SpecError(f"segment descriptor lacks field {e.args[0]!r}: {obj!r}") from e
+        missing = [key for key in ("dataSource", "interval", "version") if key not in obj]
+        if missing:
+            raise SpecError(f"segment descriptor lacks field {missing[0]!r}: {safe_repr(obj)}")
+        # Checked here under their JSON names (the constructor names its own arguments).
+        for key in ("dataSource", "version"):
+            _check_name(f"segment descriptor field {key!r}", obj[key])
+        for key in ("loadSpec", "lastCompactionState", "shardSpec"):
+            if obj.get(key) is not None and not isinstance(obj[key], Mapping):
+                raise SpecError(
+                    f"segment descriptor field {key!r} must be a JSON object, got "
+                    f"{safe_repr(obj[key])}"
+                )
+        return cls(
+            datasource=obj["dataSource"],
+            interval=Interval.parse(obj["interval"]),
+            version=obj["version"],
+            shard_spec=shard_spec_from_json(
+                obj.get("shardSpec") or {"type": "numbered", "partitionNum": 0}
+            ),
+            load_spec=obj.get("loadSpec") or {},
+            dimensions=_split(obj, "dimensions"),
+            metrics=_split(obj, "metrics"),
+            size=_count_field(obj, "size", 0),
+            num_rows=_count_field(obj, "numRows", 0),
+            last_compaction_state=obj.get("lastCompactionState"),
+            binary_version=_count_field(obj, "binaryVersion", 9),
+            schema=None if obj.get("schema") is None else SegmentSchema.from_json(obj["schema"]),
+        )
 
 
 # The slot descriptors' setters of DataSegment's fields, in _FIELD_NAMES order (trusted()).
@@ -370,9 +390,38 @@ def _deep_copy(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(flat)
 
 
-def _split(value: Any) -> tuple[str, ...]:
-    if not value:
+def _split(obj: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A descriptor's column list: Druid's comma-separated string, or a JSON list of names."""
+    value = obj.get(key)
+    if value is None or value == "":
         return ()
     if isinstance(value, str):
         return tuple(v for v in value.split(",") if v)
-    return tuple(value)
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    raise SpecError(
+        f"segment descriptor field {key!r} must be a comma-separated string or a list of "
+        f"non-empty names, got {safe_repr(value)}"
+    )
+
+
+def _count_field(obj: Mapping[str, Any], key: str, default: int) -> int:
+    """A descriptor's integer field (JSON null: absent)."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    _check_count(f"segment descriptor field {key!r}", value)
+    return int(value)
+
+
+def _check_count(name: str, value: object) -> None:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
+        raise SpecError(f"{name} must be an integer >= 0, got {safe_repr(value)}")
+
+
+def _check_names(name: str, value: object) -> None:
+    if isinstance(value, str) or not isinstance(value, tuple | list):
+        raise SpecError(f"a segment's {name} must be a tuple of names, got {safe_repr(value)}")
+    wrong = [v for v in value if not isinstance(v, str) or not v]
+    if wrong:
+        raise SpecError(f"a segment's {name} must be non-empty strings, got {safe_repr(wrong[:3])}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec, metric_from_json, metric_json
-from segmentlake.core.spec_reader import check_flag
+from segmentlake.core.spec_reader import check_flag, safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = ["SegmentSchema", "combining_metric"]
@@ -79,10 +79,22 @@ class SegmentSchema:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SegmentSchema:
         if not isinstance(data, Mapping):
-            raise SpecError(f"a segment schema must be a JSON object, got {data!r}")
+            raise SpecError(f"a segment schema must be a JSON object, got {safe_repr(data)}")
         aggregators: Sequence[Any] = data.get("aggregators") or ()
+        if not isinstance(aggregators, list | tuple):
+            raise SpecError(
+                f"schema.aggregators must be a list of aggregators, got {safe_repr(aggregators)}"
+            )
+        metrics = []
+        for i, metric in enumerate(aggregators):
+            try:
+                metrics.append(metric_from_json(metric, i))
+            except SpecError as e:  # it names the place as in an ingestion spec's metricsSpec
+                raise SpecError(f"schema.aggregators[{i}]: {e}") from e
+        try:
+            granularity = Granularity.parse(data.get("queryGranularity", "NONE"))
+        except SpecError as e:
+            raise SpecError(f"schema.queryGranularity: {e}") from e
         return cls(
-            tuple(metric_from_json(m, i) for i, m in enumerate(aggregators)),
-            Granularity.parse(data.get("queryGranularity", "NONE")),
-            check_flag(data.get("rollup", True), "schema.rollup"),
+            tuple(metrics), granularity, check_flag(data.get("rollup", True), "schema.rollup")
         )

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from segmentlake.core.spec_reader import safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -270,9 +271,14 @@ class HashBasedNumberedShardSpec(_FirstGeneration):
 def _check_range(start: Sequence[Any] | None, end: Sequence[Any] | None, arity: int) -> None:
     for name, bound in (("start", start), ("end", end)):
         if bound is not None and len(bound) != arity:
-            raise SpecError(f"range {name} {list(bound)} must have one value per dimension")
+            raise SpecError(
+                f"range {name} {safe_repr(list(bound))} must have one value for each of the "
+                f"{arity} dimensions"
+            )
     if start is not None and end is not None and not _tuple_lt(start, end):
-        raise SpecError(f"range start {list(start)} must be below end {list(end)}")
+        raise SpecError(
+            f"range start {safe_repr(list(start))} must be below end {safe_repr(list(end))}"
+        )
 
 
 def _tuple_lt(a: Sequence[Any], b: Sequence[Any]) -> bool:
@@ -296,7 +302,9 @@ class DimensionRangeShardSpec(_FirstGeneration):
         _check_first_generation(self.partition_num, self.num_core_partitions)
         _check_not_str("dimensions", self.dimensions)
         if not self.dimensions:
-            raise SpecError("a range shard spec needs at least one partition dimension")
+            raise SpecError(
+                "a range shard spec needs at least one partition dimension (dimensions)"
+            )
         object.__setattr__(self, "dimensions", tuple(self.dimensions))
         for name in ("start", "end"):
             value = getattr(self, name)
@@ -348,13 +356,65 @@ def _field(data: Mapping[str, Any], name: str, default: Any = ...) -> Any:
     if name in data:
         return data[name]
     if default is ...:
-        raise SpecError(f"shard spec {dict(data)} of type {data.get('type')!r} lacks {name!r}")
+        raise SpecError(
+            f"shard spec {safe_repr(data)} of type {safe_repr(data.get('type'))} lacks {name!r}"
+        )
     return default
+
+
+# Per type, the JSON fields of each kind, checked under their JSON names before the spec is
+# built (the constructors name their Python arguments).
+_JSON_INTS = {
+    "numbered": ("partitionNum", "partitions"),
+    "numbered_overwrite": (
+        "partitionId",
+        "startRootPartitionId",
+        "endRootPartitionId",
+        "minorVersion",
+        "atomicUpdateGroupSize",
+    ),
+    "hashed": ("partitionNum", "partitions", "bucketId", "numBuckets"),
+    "range": ("partitionNum", "numCorePartitions"),
+    "single": ("partitionNum", "numCorePartitions"),
+}
+_JSON_NAME_LISTS = {"hashed": ("partitionDimensions",), "range": ("dimensions",)}
+_JSON_STRINGS = {"hashed": ("partitionFunction",), "single": ("dimension", "start", "end")}
+
+
+def _check_json_fields(kind: str, data: Mapping[str, Any]) -> None:
+    """The types of the fields ``data`` has (a missing one is :func:`_field`'s to report)."""
+
+    def refuse(key: str, what: str) -> SpecError:
+        return SpecError(
+            f"shard spec ({kind}) field {key!r} must be {what}, got {safe_repr(data[key])}"
+        )
+
+    for key in _JSON_INTS.get(kind, ()):
+        if key in data and (not isinstance(data[key], int) or isinstance(data[key], bool)):
+            raise refuse(key, "an integer")
+    for key in _JSON_NAME_LISTS.get(kind, ()):
+        value = data.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+        ):
+            raise refuse(key, "a list of dimension names")
+    for key in _JSON_STRINGS.get(kind, ()):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise refuse(key, "a string")
+    if kind == "range":
+        for key in ("start", "end"):
+            value = data.get(key)
+            if value is not None and not (
+                isinstance(value, list) and all(v is None or isinstance(v, str) for v in value)
+            ):
+                raise refuse(key, "null or a list of strings and nulls, one per dimension")
 
 
 def shard_spec_from_json(data: Mapping[str, Any]) -> ShardSpec:
     """Build a shard spec from Druid's JSON form (``{"type": "numbered", ...}``)."""
     kind = data.get("type") if isinstance(data, Mapping) else None
+    if isinstance(kind, str):
+        _check_json_fields(kind, data)
     try:
         if kind == "numbered":
             return NumberedShardSpec(_field(data, "partitionNum"), _field(data, "partitions", 0))
@@ -394,6 +454,8 @@ def shard_spec_from_json(data: Mapping[str, Any]) -> ShardSpec:
                 _field(data, "end", None),
             )
     except TypeError as e:
-        raise SpecError(f"malformed shard spec {data!r}: {e}") from e
+        raise SpecError(f"malformed shard spec {safe_repr(data)}: {e}") from e
     known = "numbered, numbered_overwrite, tombstone, hashed, range, single"
-    raise SpecError(f"unknown shard spec type {kind!r} in {data!r}; expected one of {known}")
+    raise SpecError(
+        f"unknown shard spec type {safe_repr(kind)} in {safe_repr(data)}; expected one of {known}"
+    )

@@ -451,6 +451,63 @@ def test_from_json_bad_shard_spec_or_interval():
         DataSegment.from_json({**data, "interval": "yesterday"})
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("size", "1234"),  # a string of the same meaning: refused, not read
+        ("size", float("inf")),
+        ("numRows", -1),
+        ("binaryVersion", True),
+        ("loadSpec", "s3://bucket/wiki"),
+        ("lastCompactionState", ["dynamic"]),
+        ("dimensions", 7),
+        ("metrics", ["count", 3]),
+        ("shardSpec", [{"type": "numbered", "partitionNum": 1}]),
+        ("dataSource", [10**5000]),  # its repr alone would raise (Python's digit limit)
+    ],
+)
+def test_from_json_refuses_a_field_of_the_wrong_type_naming_it(field, value):
+    # Before: TypeError, ValueError or OverflowError from int(), dict() or tuple().
+    data = full_segment().to_json()
+    with pytest.raises(SpecError, match=field):
+        DataSegment.from_json({**data, field: value})
+
+
+@pytest.mark.parametrize(
+    ("shard", "field"),
+    [
+        ({"type": "numbered", "partitionNum": "1", "partitions": 2}, "partitionNum"),
+        ({"type": "hashed", "partitionNum": 0, "partitions": 1.0}, "partitions"),
+        ({"type": "range", "partitionNum": 0, "dimensions": ["a"], "start": [5]}, "start"),
+        ({"type": "single", "partitionNum": 0, "dimension": ["a"]}, "dimension"),
+    ],
+)
+def test_a_shard_spec_field_of_the_wrong_type_is_named_as_in_json(shard, field):
+    data = full_segment().to_json()
+    with pytest.raises(SpecError, match=f"'{field}'"):
+        DataSegment.from_json({**data, "shardSpec": shard})
+
+
+def test_a_wrong_field_of_the_schema_is_named_with_its_place():
+    data = full_segment().to_json()
+    schema = data["schema"]
+    with pytest.raises(SpecError, match=r"schema\.aggregators must be a list"):
+        DataSegment.from_json({**data, "schema": {**schema, "aggregators": 3}})
+    with pytest.raises(SpecError, match=r"schema\.aggregators\[0\]"):
+        DataSegment.from_json({**data, "schema": {**schema, "aggregators": [{"type": "x"}]}})
+    with pytest.raises(SpecError, match=r"schema\.queryGranularity"):
+        DataSegment.from_json({**data, "schema": {**schema, "queryGranularity": {}}})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("size", "5"), ("num_rows", 1.5), ("load_spec", "x"), ("dimensions", "country")],
+)
+def test_the_constructor_refuses_wrong_types(field, value):
+    with pytest.raises(SpecError, match=field):
+        seg(**{field: value})
+
+
 # --------------------------------------------------------------------------- overshadows
 
 

@@ -158,7 +158,7 @@ def test_hash_bucket_validation():
 def test_range_validation():
     with pytest.raises(SpecError, match="at least one"):
         DimensionRangeShardSpec(0, 1, (), None, None)
-    with pytest.raises(SpecError, match="one value per dimension"):
+    with pytest.raises(SpecError, match="one value for each of the 2 dimensions"):
         DimensionRangeShardSpec(0, 1, ("a", "b"), ("x",), None)
     with pytest.raises(SpecError, match="below end"):
         DimensionRangeShardSpec(0, 1, ("a",), ("y",), ("x",))

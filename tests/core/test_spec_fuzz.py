@@ -37,12 +37,14 @@ from segmentlake.core.compaction_planning import (
     RatioPlanner,
 )
 from segmentlake.core.granularity import Granularity
-from segmentlake.core.ingest_spec import IngestionSpec
+from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.interval import Interval, Period
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.partitions_spec import partitions_spec_from_dict
 from segmentlake.core.retention_rules import rule_from_json, rules_from_json
-from segmentlake.core.shard_spec import HASH_PARTITION_FUNCTION
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.segment_schema import SegmentSchema
+from segmentlake.core.shard_spec import HASH_PARTITION_FUNCTION, DimensionRangeShardSpec
 from segmentlake.core.spec_reader import TUNING_NO_EFFECT
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.druid.ingest_task import DruidIngestTask
@@ -94,6 +96,37 @@ COMPACTION = CompactionConfig(
     selectors=(FingerprintSelector(1000), MaskedRowsSelector(0.25)),
     max_segments_per_job=16,
 ).to_json()
+# Segment descriptors: one as Druid publishes it (its metadata store's payload) and one as
+# segmentlake writes it (a range shard spec, a schema, a compaction state).
+SEGMENTS: list[dict[str, Any]] = [
+    {
+        "dataSource": "wikipedia",
+        "interval": "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z",
+        "version": "2024-03-01T10:00:00.000Z",
+        "loadSpec": {"type": "local", "path": "/var/druid/segments/wikipedia/index.zip"},
+        "dimensions": "channel,cityName,page,user",
+        "metrics": "count,sum_added",
+        "shardSpec": {"type": "numbered", "partitionNum": 1, "partitions": 2},
+        "binaryVersion": 9,
+        "size": 4831234,
+        "identifier": "wikipedia_2015-09-12T00:00:00.000Z_2015-09-13T00:00:00.000Z_"
+        "2024-03-01T10:00:00.000Z_1",
+    },
+    DataSegment(
+        "wiki",
+        Interval.parse("2024-01-01/2024-01-02"),
+        "2024-01-02T00:00:00.000Z",
+        DimensionRangeShardSpec(1, 2, ("page", "user"), ("m", None), None),
+        {"type": "delta", "path": "/w/wiki", "segment": "1704067200000.1.abc"},
+        ("page", "user"),
+        ("edits",),
+        1200,
+        30,
+        {"partitionsSpec": {"type": "range", "partitionDimensions": ["page", "user"]}},
+        schema=SegmentSchema((MetricSpec("count", "edits"),), Granularity.HOUR, rollup=True),
+    ).to_json(),
+]
+
 PARTITIONS: list[dict[str, Any]] = [
     {"type": "dynamic", "maxRowsPerSegment": 1000, "maxTotalRows": 5000},
     {"type": "hashed", "numShards": 3, "partitionDimensions": ["a", "b"]},
@@ -578,6 +611,9 @@ test_coordinator_configs_under_mutation = _mutations(
     "CoordinatorConfig.from_json", [COORDINATOR], CoordinatorConfig.from_json, 500
 )
 test_volumes_under_mutation = _mutations("Volume.from_json", [VOLUME], Volume.from_json, 500)
+test_segment_descriptors_under_mutation = _mutations(
+    "DataSegment.from_json", SEGMENTS, DataSegment.from_json, 800
+)
 
 
 def test_the_seeds_are_valid() -> None:
@@ -590,6 +626,8 @@ def test_the_seeds_are_valid() -> None:
     assert rules_from_json(RULES)
     CoordinatorConfig.from_json(COORDINATOR)
     Volume.from_json(VOLUME)
+    for seed in SEGMENTS:
+        assert DataSegment.from_json(seed).to_json()["identifier"] == seed["identifier"]
 
 
 @pytest.mark.parametrize(
