@@ -26,6 +26,8 @@ from segmentlake.core.locks import (
 )
 from segmentlake.core.names import check_datasource_name
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.spec_reader import check_flag, check_list, check_number, check_text, safe_repr
+from segmentlake.errors import SpecError
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.lockbox import Lockbox, LockResult
 from segmentlake.metadata.publish import PublishResult, publish
@@ -159,6 +161,7 @@ class TaskActions:
             version=version,
             partition_num=partition_num,
         )
+        check_number(timeout_s, "timeout_s", minimum=0)
         return self.lockbox.lock(request, timeout_s=timeout_s)
 
     def heartbeat(self, datasource: str, group_id: str) -> list[TaskLock]:
@@ -166,7 +169,7 @@ class TaskActions:
 
         >>> held = lake.actions.heartbeat("wiki", "job-1")  # doctest: +SKIP
         """
-        return self.lockbox.heartbeat(check_datasource_name(datasource), group_id)
+        return self.lockbox.heartbeat(check_datasource_name(datasource), _group(group_id))
 
     def release_locks(
         self, datasource: str, group_id: str, *, interval: Interval | str | None = None
@@ -178,7 +181,7 @@ class TaskActions:
         """
         return self.lockbox.release(
             check_datasource_name(datasource),
-            group_id,
+            _group(group_id),
             interval=None if interval is None else _interval(interval),
         )
 
@@ -223,10 +226,17 @@ class TaskActions:
         >>> (pending,) = lake.actions.allocate("wiki", [AllocateRequest(day, "seq-0")],
         ...     group_id="job-1")  # doctest: +SKIP
         """
+        wanted = check_list(requests, "allocate requests", what="AllocateRequest")
+        wrong = [r for r in wanted if not isinstance(r, AllocateRequest)]
+        if wrong:
+            raise SpecError(
+                f"allocate requests must be AllocateRequest objects (AllocateRequest(interval, "
+                f"sequence_name)), got {safe_repr(wrong[0])}"
+            )
         return allocate(
             self.lockbox,
             check_datasource_name(datasource),
-            requests,
+            wanted,
             group_id=group_id,
             task_id=task_id or group_id,
             priority=priority,
@@ -249,16 +259,27 @@ class TaskActions:
 
         >>> lake.actions.publish("wiki", segments, group_id="job-1")  # doctest: +SKIP
         """
+        published = check_list(segments, "publish segments", what="DataSegment")
+        wrong = [s for s in published if not isinstance(s, DataSegment)]
+        if wrong:
+            raise SpecError(
+                "publish segments must be DataSegment objects (DataSegment.from_json reads a "
+                f"Druid descriptor), got {safe_repr(wrong[0])}"
+            )
         return publish(
             self.lockbox,
             check_datasource_name(datasource),
-            segments,
-            group_id=group_id,
-            release_locks=release_locks,
+            published,
+            group_id=_group(group_id),
+            release_locks=check_flag(release_locks, "release_locks"),
         )
 
     def __repr__(self) -> str:
         return f"TaskActions({self.lockbox.store.warehouse!r})"
+
+
+def _group(group_id: object) -> str:
+    return check_text(group_id, "group_id", what="a non-empty group id")
 
 
 def _interval(value: Interval | str) -> Interval:

@@ -54,7 +54,9 @@ from segmentlake.core.partitions_spec import (
 )
 from segmentlake.core.retention_rules import Rule
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.spec_reader import check_list, safe_repr
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
+from segmentlake.core.task_options import check_task_options
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import CommitConflict, DatasourceNotFound, SpecError, WarehouseNotFound
 from segmentlake.ingest.report import TaskReport
@@ -313,7 +315,8 @@ class Lake:
 
     def _set_used(self, segment_ids: Iterable[SegmentId | DataSegment | str], *, used: bool) -> int:
         by_datasource: dict[str, set[str]] = {}
-        for value in segment_ids:
+        what = "segment ids (SegmentId, DataSegment or id strings)"
+        for value in check_list(segment_ids, "segment_ids", what=what):
             sid = _segment_id(value)
             by_datasource.setdefault(sid.datasource, set()).add(str(sid))
         changed = 0
@@ -565,7 +568,11 @@ class Lake:
         span = None if interval is None else _interval(interval)
         if mode not in COMPACTION_MODES:
             modes = " or ".join(map(repr, COMPACTION_MODES))
-            raise SpecError(f"compaction mode must be {modes}, not {mode!r}")
+            raise SpecError(f"compaction mode must be {modes}, not {safe_repr(mode)}")
+        check_task_options(task_id=task_id, priority=priority, lock_timeout_s=lock_timeout_s)
+        if segments is not None:
+            what = "segment ids (SegmentId, DataSegment or id strings)"
+            segments = check_list(segments, "segments", what=what)
         datasource = self._require_datasource(datasource)
         target = self._target()
         if mode == "major":
@@ -645,10 +652,17 @@ class Lake:
             batch_rows: The most input rows of one batch: bounds how long a batch holds its
                 chunks' locks.
         """
-        if datasources is not None:
-            datasources = [check_datasource_name(d) for d in datasources]
-        from segmentlake.compact.manager import CompactionManager
+        from segmentlake.compact.manager import CompactionManager, check_manager_sizes
 
+        if datasources is not None:
+            datasources = _datasource_names(datasources)
+        # Before the Spark session the manager's target needs is found or started.
+        check_manager_sizes(
+            queue_size=queue_size,
+            batch_jobs=batch_jobs,
+            batch_segments=batch_segments,
+            batch_rows=batch_rows,
+        )
         return CompactionManager(
             self._target(),
             datasources=datasources,
@@ -684,7 +698,7 @@ class Lake:
             The stored request.
         """
         span = _interval(interval)
-        check_user_compaction_options(max_rows_per_segment, max_segments_per_job)
+        check_user_compaction_options(max_rows_per_segment, max_segments_per_job, compaction_id)
         return request_user_compaction(
             self.metadata,
             self._require_datasource(datasource),
@@ -824,7 +838,7 @@ class Lake:
             loads_per_batch: The most segment copies loaded onto a volume in one batch.
         """
         if datasources is not None:
-            datasources = [check_datasource_name(d) for d in datasources]
+            datasources = _datasource_names(datasources)
         from segmentlake.coordinator.coordinator import Coordinator
 
         return Coordinator(
@@ -862,6 +876,7 @@ class Lake:
         from segmentlake.read.tier_copies import TIER_CONF, copy_sources
 
         span = None if interval is None else _interval(interval)
+        _check_filter(filter)
         datasource = self._require_datasource(datasource)
         tier = tier or self.spark.conf.get(TIER_CONF, None) or None
         if tier is None:
@@ -1103,6 +1118,28 @@ def _granularity(value: Granularity | str | None) -> Granularity | None:
 
 def _interval(value: Interval | str) -> Interval:
     return value if isinstance(value, Interval) else Interval.parse(value)
+
+
+def _check_filter(value: object) -> None:
+    """A read's filter: None, a Spark SQL boolean expression or a Column (its own errors, a
+    SQL syntax or unknown column, are Spark's to report)."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        if not value.strip():
+            raise SpecError("filter must be a Spark SQL boolean expression, got an empty string")
+        return
+    from pyspark.sql import Column
+
+    if not isinstance(value, Column):
+        raise SpecError(
+            f"filter must be a Spark SQL boolean expression or a Column, got {safe_repr(value)}"
+        )
+
+
+def _datasource_names(value: object) -> list[str]:
+    """A list of datasource names (a single name is refused: it is not read letter by letter)."""
+    return [check_datasource_name(d) for d in check_list(value, "datasources", what="names")]
 
 
 def _duration_ms(value: timedelta | float) -> int:

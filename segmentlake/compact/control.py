@@ -14,7 +14,7 @@ from segmentlake.compact.manager_state import MANAGER_READS, read_manager_state
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_jobs import CompactionJob, RunningCompaction, Selection
 from segmentlake.core.interval import Interval
-from segmentlake.errors import SpecError
+from segmentlake.core.spec_reader import check_int, check_text
 from segmentlake.metadata.compaction_records import (
     CONFIG,
     KINDS,
@@ -83,17 +83,18 @@ def read_config(store: MetadataStore, datasource: str) -> CompactionConfig:
 
 
 def check_user_compaction_options(
-    max_rows_per_segment: object, max_segments_per_job: object
+    max_rows_per_segment: object, max_segments_per_job: object, compaction_id: object = None
 ) -> None:
-    """Refuse a user compaction's options that are not integers in range (SpecError)."""
+    """Refuse a user compaction's options that are not integers in range, or an id that is
+    not a non-empty string (SpecError)."""
+    if compaction_id is not None:
+        check_text(compaction_id, "compaction_id", what="a non-empty id or None")
     for name, value, least in (
         ("max_segments_per_job", max_segments_per_job, 2),
         ("max_rows_per_segment", max_rows_per_segment, 1),
     ):
-        if value is not None and (
-            not isinstance(value, int) or isinstance(value, bool) or value < least
-        ):
-            raise SpecError(f"{name} must be an integer >= {least}, got {value!r}")
+        if value is not None:
+            check_int(value, name, minimum=least)
 
 
 def request_user_compaction(
@@ -109,7 +110,9 @@ def request_user_compaction(
     """Record a user compaction of ``interval``: the chunks serving it now are its work. The
     manager holds and selects them; its jobs compact each selection to its final form. An id
     already requested returns that compaction unchanged (a retried request)."""
-    compaction_id = compaction_id or f"user_{datasource}_{uuid.uuid4().hex[:12]}"
+    check_user_compaction_options(max_rows_per_segment, max_segments_per_job, compaction_id)
+    if compaction_id is None:
+        compaction_id = f"user_{datasource}_{uuid.uuid4().hex[:12]}"
 
     def decide(state: PartitionState) -> Decision[UserCompaction]:
         at = now_ms()
@@ -133,7 +136,6 @@ def request_user_compaction(
         )
         return Decision([Change("insert", user_row(datasource, user, now_ms=at))], user)
 
-    check_user_compaction_options(max_rows_per_segment, max_segments_per_job)
     return transact(
         store,
         datasource,

@@ -41,6 +41,7 @@ from segmentlake.core.names import TIME_COLUMN, datasource_table_path
 from segmentlake.core.partitions_spec import HashedPartitionsSpec, PartitionsSpec
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
+from segmentlake.core.spec_reader import check_flag, safe_repr
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
@@ -62,6 +63,16 @@ class MajorCompaction:
     partitions_spec: PartitionsSpec | None = None
     query_granularity: Granularity | None = None
     rollup: bool | None = None
+
+    def __post_init__(self) -> None:
+        spec = self.partitions_spec
+        if spec is not None and not isinstance(spec, PartitionsSpec):
+            raise SpecError(
+                "partitions_spec must be a partitions spec (a dict such as {'type': 'hashed', "
+                f"'numShards': 4}} or a PartitionsSpec object), got {safe_repr(spec)}"
+            )
+        if self.rollup is not None:
+            check_flag(self.rollup, "rollup")
 
 
 def compact_major(

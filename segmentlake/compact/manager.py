@@ -48,6 +48,7 @@ from segmentlake.core.compaction_planning import (
     whole_groups,
 )
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
+from segmentlake.core.spec_reader import check_int
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, new_task_id
@@ -106,6 +107,14 @@ class JobOutcome:
     error: str | None = None
 
 
+def check_manager_sizes(**sizes: object) -> None:
+    """Refuse a queue or batch size that is not an integer >= 1 (SpecError naming it). The
+    manager checks them when made, not when its first queue is: a bad size fails the call
+    that names it, not a run minutes later."""
+    for name, value in sizes.items():
+        check_int(value, name, minimum=1)
+
+
 class CompactionManager:
     """Plans and runs compactions of a warehouse's datasources.
 
@@ -127,11 +136,12 @@ class CompactionManager:
         batch_segments: int = DEFAULT_BATCH_SEGMENTS,
         batch_rows: int = DEFAULT_BATCH_ROWS,
     ) -> None:
-        if min(batch_jobs, batch_segments, batch_rows) < 1:
-            raise SpecError(
-                "batch_jobs, batch_segments and batch_rows must be >= 1, got "
-                f"{batch_jobs}, {batch_segments}, {batch_rows}"
-            )
+        check_manager_sizes(
+            queue_size=queue_size,
+            batch_jobs=batch_jobs,
+            batch_segments=batch_segments,
+            batch_rows=batch_rows,
+        )
         self.batch_jobs = batch_jobs
         self.batch_segments = batch_segments
         self.batch_rows = batch_rows

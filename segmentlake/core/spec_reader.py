@@ -200,6 +200,15 @@ def check_flag(value: object, where: str) -> bool:
     return value
 
 
+def check_list(value: object, where: str, *, what: str) -> list[Any]:
+    """``value``'s items as a list, if it is a list, tuple, set or other iterable that is not
+    a string, bytes or a mapping (a single name passed where a list belongs would otherwise be
+    read one character at a time)."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise SpecError(f"{where} must be a list of {what}, got {show(value)}")
+    return list(value)
+
+
 def check_text(value: object, where: str, *, what: str = "a non-empty string") -> str:
     """``value`` if it is a non-blank string."""
     if not isinstance(value, str) or not value.strip():

@@ -23,8 +23,6 @@ points to, so no reader sees them, and the old data stays visible.
 from __future__ import annotations
 
 import logging
-import math
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +43,7 @@ from segmentlake.core.partitions_spec import DynamicPartitionsSpec
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedShardSpec, ShardSpec, TombstoneShardSpec
+from segmentlake.core.task_options import check_task_options
 from segmentlake.errors import (
     BadRowsError,
     LockRefused,
@@ -216,14 +215,11 @@ def run_ingestion(
     the module). A compaction (``mode="compact"``, with ``replacing``) already holds its
     locks under ``task_id``; its segments replace whole chunks and leave no tombstones."""
     _check_request(datasource, spec, mode, interval)
-    _check_options(df, priority, lock_timeout_s)
+    if not isinstance(df, DataFrame):
+        raise SpecError(f"rows must be a Spark DataFrame, got {type(df).__name__}")
+    check_task_options(task_id=task_id, priority=priority, lock_timeout_s=lock_timeout_s)
     if (mode == "compact") != (replacing is not None):
         raise SpecError("a compaction run, and only it, comes with what it replaces")
-    if task_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", task_id):
-        raise SpecError(
-            f"task_id {task_id!r} must be letters, digits, '_' and '-' only (it names the "
-            "task's storage partitions, which use '.' as a separator)"
-        )
     if task_id is not None:
         _refuse_published(target, datasource, task_id)
     run = _RunningTask(
@@ -461,21 +457,6 @@ def _split(
     rekey_files(log, versions, moves)
     checkpoint_if_due(log, versions[1], log.version())
     return {k: w for k, w in written.items() if k not in files} | again
-
-
-def _check_options(df: object, priority: object, lock_timeout_s: object) -> None:
-    if not isinstance(df, DataFrame):
-        raise SpecError(f"rows must be a Spark DataFrame, got {type(df).__name__}")
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise SpecError(f"priority must be an integer (higher wins), got {priority!r}")
-    if (
-        not isinstance(lock_timeout_s, int | float)
-        or isinstance(lock_timeout_s, bool)
-        or not 0 <= lock_timeout_s < math.inf
-    ):
-        raise SpecError(
-            f"lock_timeout_s must be a non-negative number of seconds, got {lock_timeout_s!r}"
-        )
 
 
 def _check_request(

@@ -23,6 +23,7 @@ from segmentlake.core.retention_rules import (
     rules_from_json,
     rules_to_json,
 )
+from segmentlake.core.spec_reader import safe_repr
 from segmentlake.errors import SpecError
 from segmentlake.metadata.records import metadata_row
 from segmentlake.metadata.scope import Scope
@@ -62,6 +63,9 @@ def set_rules(
     """Replace ``datasource``'s chain with ``rules`` and audit it in one commit; returns the
     new revision."""
     _check_name(datasource)
+    for name, value in (("author", author), ("comment", comment)):
+        if not isinstance(value, str):
+            raise SpecError(f"set_rules {name} must be a string, got {safe_repr(value)}")
     chain = rules_from_json(rules)
     new_json = rules_to_json(chain)
 

@@ -20,6 +20,7 @@ from segmentlake.core.filter_domain import Domain, could_contain
 from segmentlake.core.interval import ETERNITY, Interval
 from segmentlake.core.load_spec import segment_key
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN, sql_string
+from segmentlake.core.spec_reader import check_list
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 
@@ -157,8 +158,7 @@ def output_columns(table: DataFrame, wanted: Sequence[str] | None) -> list[str]:
     available = [c for c in table.columns if c != SEGMENT_KEY_COLUMN]
     if wanted is None:
         return available
-    if isinstance(wanted, str):
-        raise SpecError(f"columns must be a list of names, got the string {wanted!r}")
+    wanted = check_list(wanted, "columns", what="column names")
     missing = [c for c in wanted if c not in available]
     if missing:
         raise SpecError(f"columns {missing} are not in the datasource; it has {available}")
