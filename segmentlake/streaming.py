@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.names import check_datasource_name
+from segmentlake.core.spec_reader import check_text, safe_repr
+from segmentlake.core.task_options import check_task_options
 from segmentlake.errors import SpecError, TaskAlreadyPublished
 from segmentlake.metadata.transaction import RetryPolicy
 from segmentlake.spark.connect import is_connect
@@ -76,11 +78,18 @@ def batch_writer(
     ...     stream_id="events")).option("checkpointLocation", chk).start()  # doctest: +SKIP
     """
     check_datasource_name(datasource)
-    if not stream_id or not set(stream_id) <= _STREAM_ID_CHARS or len(stream_id) > 100:
+    if (
+        not isinstance(stream_id, str)
+        or not stream_id
+        or not set(stream_id) <= _STREAM_ID_CHARS
+        or len(stream_id) > 100
+    ):
         raise SpecError(
-            f"stream_id {stream_id!r} must be 1-100 letters, digits, '_' or '-' (it becomes "
-            "part of each batch's task id)"
+            f"stream_id {safe_repr(stream_id)} must be 1-100 letters, digits, '_' or '-' (it "
+            "becomes part of each batch's task id)"
         )
+    # Checked now, not in the first micro-batch: a bad value fails the call, not the query.
+    check_task_options(task_id=None, priority=0, lock_timeout_s=lock_timeout_s)
     parsed = spec if isinstance(spec, IngestionSpec) else IngestionSpec.from_dict(spec)
     # Over Spark Connect the function is pickled to the server and runs in its Python worker:
     # it cannot carry this process's session, nor a Lake holding one. It carries how to open
@@ -135,6 +144,21 @@ class _LakeOpener:
         )
 
 
+# DataStreamWriter.trigger's keywords; it takes exactly one.
+_TRIGGERS = ("processingTime", "once", "continuous", "availableNow")
+
+
+def _check_trigger(trigger: object) -> None:
+    if trigger is None:
+        return
+    if not (isinstance(trigger, Mapping) and len(trigger) == 1 and set(trigger) <= set(_TRIGGERS)):
+        raise SpecError(
+            f"trigger must be one of {', '.join(_TRIGGERS)} as a one-key dict (e.g. "
+            f"{{'processingTime': '10 seconds'}} or {{'availableNow': True}}), got "
+            f"{safe_repr(trigger)}"
+        )
+
+
 def append_stream(
     lake: Lake,
     stream: DataFrame,
@@ -165,10 +189,21 @@ def append_stream(
     Returns:
         The started query.
     """
-    if not stream.isStreaming:
-        raise SpecError("append_stream needs a streaming DataFrame (spark.readStream...)")
-    if not isinstance(checkpoint_location, str) or not checkpoint_location:
-        raise SpecError("append_stream needs a checkpoint_location (a directory path)")
+    from pyspark.sql import DataFrame
+
+    if not isinstance(stream, DataFrame) or not stream.isStreaming:
+        raise SpecError(
+            "append_stream needs a streaming DataFrame (spark.readStream...), got "
+            f"{safe_repr(stream) if not isinstance(stream, DataFrame) else 'a batch DataFrame'}"
+        )
+    if not isinstance(checkpoint_location, str) or not checkpoint_location.strip():
+        raise SpecError(
+            "append_stream needs a checkpoint_location (a directory path), got "
+            f"{safe_repr(checkpoint_location)}"
+        )
+    _check_trigger(trigger)
+    if query_name is not None:
+        check_text(query_name, "query_name", what="a non-empty query name or None")
     writer = batch_writer(
         lake, datasource, spec, stream_id=stream_id or stream_id_of(checkpoint_location)
     )

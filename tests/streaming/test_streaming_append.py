@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -121,6 +122,54 @@ def test_bad_stream_ids_and_batch_sources_are_refused(spark: SparkSession, wareh
         batch_writer(lake, "events", SPEC, stream_id="a/b")
     with pytest.raises(SpecError, match="streaming DataFrame"):
         append_stream(lake, spark.range(1), "events", SPEC, checkpoint_location="/tmp/x")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"stream_id": 5}, "stream_id 5 must be 1-100 letters"),
+        ({"lock_timeout_s": "10"}, "lock_timeout_s"),
+        ({"lock_timeout_s": float("inf")}, "lock_timeout_s"),
+    ],
+)
+def test_bad_batch_writer_options_fail_the_call(
+    spark: SparkSession, warehouse: str, arguments: dict[str, object], message: str
+) -> None:
+    """Refused when the writer is made, not in the query's first micro-batch."""
+    options = {"stream_id": "events", **arguments}
+    with pytest.raises(SpecError, match=message):
+        batch_writer(Lake(spark, warehouse), "events", SPEC, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"stream": None}, "streaming DataFrame"),
+        ({"checkpoint_location": " "}, "checkpoint_location"),
+        ({"trigger": {"processingtime": "1 second"}}, "trigger must be one of processingTime"),
+        ({"trigger": "10 seconds"}, "trigger must be one of"),
+        ({"query_name": 7}, "query_name"),
+    ],
+)
+def test_bad_stream_options_fail_before_the_query_starts(
+    spark: SparkSession, warehouse: str, tmp_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    stream = spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+    options: dict[str, Any] = {
+        "stream": stream,
+        "checkpoint_location": str(tmp_path / "chk"),
+        **arguments,
+    }
+    lake = Lake(spark, warehouse)
+    with pytest.raises(SpecError, match=message):
+        append_stream(
+            lake,
+            options.pop("stream"),
+            "events",
+            SPEC,
+            **options,
+        )
+    assert not spark.streams.active
 
 
 def test_a_stream_appends_every_row_once_and_resumes(
