@@ -48,7 +48,7 @@ from segmentlake.core.compaction_planning import (
     whole_groups,
 )
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
-from segmentlake.core.spec_reader import check_int
+from segmentlake.core.spec_reader import check_flag, check_int, check_number, check_text
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, new_task_id
@@ -479,6 +479,12 @@ class CompactionManager:
     ) -> None:
         """Run passes and ``compactors`` compactor threads of ``group`` until ``stop`` is set;
         with ``once``, one pass whose jobs are drained, then return (a Databricks job)."""
+        check_int(compactors, "compactors", minimum=0, maximum=1024)
+        check_text(group, "group", what="a non-empty compaction group name")
+        if check_flag(once, "once") and not compactors:
+            # It would wait forever for a queue nobody drains.
+            raise SpecError("once=True needs at least one compactor to drain the pass's jobs")
+        check_number(interval_s, "interval_s", minimum=0)
         stop = stop or threading.Event()
         busy = [0]
         threads = [

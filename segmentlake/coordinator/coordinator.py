@@ -34,6 +34,7 @@ from segmentlake.core.coordinator_run import (
 from segmentlake.core.load_spec import segment_key
 from segmentlake.core.retention_rules import DEFAULT_RULES_KEY
 from segmentlake.core.segment import DataSegment
+from segmentlake.core.spec_reader import check_int, check_number
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.faults import crash_point
@@ -169,6 +170,10 @@ class Coordinator:
     ) -> None:
         """Run every ``interval_s`` seconds until ``stop`` is set (or ``runs`` runs). A failed
         run is logged and the next one tries again."""
+        # Checked before the first run: a bad value would otherwise fail after it.
+        check_number(interval_s, "interval_s", minimum=0)
+        if runs is not None:
+            check_int(runs, "runs", minimum=0)
         stop = stop or threading.Event()
         done = 0
         while not stop.is_set() and (runs is None or done < runs):

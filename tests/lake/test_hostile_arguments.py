@@ -309,3 +309,39 @@ def test_the_same_surfaces_take_good_arguments(spark_lake: Lake) -> None:
     assert spark_lake.read("wiki", filter=F.col("user") == "b").count() == 1
     report = spark_lake.compact("wiki", task_id="compact-1", lock_timeout_s=5, segments=[])
     assert report.task_id == "compact-1"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"compactors": -1}, "compactors must be an integer in 0..1024"),
+        ({"compactors": 0, "once": True}, "once=True needs at least one compactor"),
+        ({"once": "yes"}, "once must be true or false"),
+        ({"interval_s": "10"}, "interval_s must be a number"),
+        ({"group": ""}, "group must be a non-empty compaction group name"),
+    ],
+)
+def test_a_bad_manager_loop_option_fails_before_the_first_pass(
+    spark_lake: Lake, arguments: dict[str, Any], message: str
+) -> None:
+    """Refused before the first pass (zero compactors with ``once`` used to wait forever)."""
+    manager = spark_lake.compaction_manager(datasources=["wiki"])
+    with pytest.raises(SpecError, match=message):
+        manager.run(**arguments)
+    assert manager.last_pass is None
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [({"interval_s": "60", "runs": 1}, "interval_s must be a number"), ({"runs": 1.5}, "runs")],
+)
+def test_a_bad_coordinator_loop_option_fails_before_the_first_run(
+    spark_lake: Lake, arguments: dict[str, Any], message: str
+) -> None:
+    """Refused before the first run (a text interval used to fail after it)."""
+    reports: list[object] = []
+    with pytest.raises(SpecError, match=message):
+        spark_lake.coordinator().run(on_run=reports.append, **arguments)
+    assert reports == []
