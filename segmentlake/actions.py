@@ -14,6 +14,7 @@ datasource handle (``lake.table("wiki")``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import (
@@ -34,6 +35,8 @@ from segmentlake.metadata.publish import PublishResult, publish
 from segmentlake.metadata.records import PendingSegment
 
 __all__ = ["AllocateRequest", "TaskActions"]
+
+T = TypeVar("T")
 
 
 class TaskActions:
@@ -226,13 +229,9 @@ class TaskActions:
         >>> (pending,) = lake.actions.allocate("wiki", [AllocateRequest(day, "seq-0")],
         ...     group_id="job-1")  # doctest: +SKIP
         """
-        wanted = check_list(requests, "allocate requests", what="AllocateRequest")
-        wrong = [r for r in wanted if not isinstance(r, AllocateRequest)]
-        if wrong:
-            raise SpecError(
-                f"allocate requests must be AllocateRequest objects (AllocateRequest(interval, "
-                f"sequence_name)), got {safe_repr(wrong[0])}"
-            )
+        wanted = _all_of(
+            AllocateRequest, requests, "allocate requests", "AllocateRequest(interval, name)"
+        )
         return allocate(
             self.lockbox,
             check_datasource_name(datasource),
@@ -259,13 +258,9 @@ class TaskActions:
 
         >>> lake.actions.publish("wiki", segments, group_id="job-1")  # doctest: +SKIP
         """
-        published = check_list(segments, "publish segments", what="DataSegment")
-        wrong = [s for s in published if not isinstance(s, DataSegment)]
-        if wrong:
-            raise SpecError(
-                "publish segments must be DataSegment objects (DataSegment.from_json reads a "
-                f"Druid descriptor), got {safe_repr(wrong[0])}"
-            )
+        published = _all_of(
+            DataSegment, segments, "publish segments", "DataSegment.from_json reads a descriptor"
+        )
         return publish(
             self.lockbox,
             check_datasource_name(datasource),
@@ -276,6 +271,17 @@ class TaskActions:
 
     def __repr__(self) -> str:
         return f"TaskActions({self.lockbox.store.warehouse!r})"
+
+
+def _all_of(kind: type[T], value: object, where: str, hint: str) -> list[T]:
+    """``value``'s items, each a ``kind``, else a SpecError naming the first that is not."""
+    items = check_list(value, where, what=kind.__name__)
+    wrong = [item for item in items if not isinstance(item, kind)]
+    if wrong:
+        raise SpecError(
+            f"{where} must be {kind.__name__} objects ({hint}), got {safe_repr(wrong[0])}"
+        )
+    return items
 
 
 def _group(group_id: object) -> str:

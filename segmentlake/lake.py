@@ -121,6 +121,9 @@ def _no_data(datasource: str, warehouse: str) -> DatasourceNotFound:
     )
 
 
+_SEGMENT_IDS = "segment ids (SegmentId, DataSegment or id strings)"
+
+
 def _segment_id(value: SegmentId | DataSegment | str) -> SegmentId:
     if isinstance(value, SegmentId):
         sid = value
@@ -315,8 +318,7 @@ class Lake:
 
     def _set_used(self, segment_ids: Iterable[SegmentId | DataSegment | str], *, used: bool) -> int:
         by_datasource: dict[str, set[str]] = {}
-        what = "segment ids (SegmentId, DataSegment or id strings)"
-        for value in check_list(segment_ids, "segment_ids", what=what):
+        for value in check_list(segment_ids, "segment_ids", what=_SEGMENT_IDS):
             sid = _segment_id(value)
             by_datasource.setdefault(sid.datasource, set()).add(str(sid))
         changed = 0
@@ -571,8 +573,7 @@ class Lake:
             raise SpecError(f"compaction mode must be {modes}, not {safe_repr(mode)}")
         check_task_options(task_id=task_id, priority=priority, lock_timeout_s=lock_timeout_s)
         if segments is not None:
-            what = "segment ids (SegmentId, DataSegment or id strings)"
-            segments = check_list(segments, "segments", what=what)
+            segments = check_list(segments, "segments", what=_SEGMENT_IDS)
         datasource = self._require_datasource(datasource)
         target = self._target()
         if mode == "major":
