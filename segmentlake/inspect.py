@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from segmentlake.core.interval import Interval
+from segmentlake.core.spec_reader import check_flag
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,11 +45,15 @@ class DatasourceInspect:
         """
         from pyspark.sql import functions as F
 
+        # Bad arguments are a SpecError before any Spark plan is made.
+        span = None
+        if interval is not None:
+            span = interval if isinstance(interval, Interval) else Interval.parse(interval)
+        check_flag(include_unused, "include_unused")
         frame = self._view("segments")
         if not include_unused:
             frame = frame.where(F.col("used"))
-        if interval is not None:
-            span = interval if isinstance(interval, Interval) else Interval.parse(interval)
+        if span is not None:
             frame = frame.where(
                 (F.col("start") < F.lit(span.end)) & (F.col("end") > F.lit(span.start))
             )
@@ -63,6 +68,7 @@ class DatasourceInspect:
         """
         from pyspark.sql import functions as F
 
+        check_flag(include_expired, "include_expired")
         frame = self._view("locks")
         return frame if include_expired else frame.where(F.col("live"))
 

@@ -54,7 +54,13 @@ from segmentlake.core.partitions_spec import (
 )
 from segmentlake.core.retention_rules import Rule
 from segmentlake.core.segment import DataSegment, SegmentId
-from segmentlake.core.spec_reader import check_list, safe_repr
+from segmentlake.core.spec_reader import (
+    check_flag,
+    check_list,
+    check_number,
+    check_text,
+    safe_repr,
+)
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.core.task_options import check_task_options
 from segmentlake.core.timeline import VersionedIntervalTimeline
@@ -169,8 +175,11 @@ class Lake:
     ) -> None:
         if not isinstance(warehouse, str) or not warehouse.strip():
             raise SpecError(f"warehouse must be a non-empty path, got {warehouse!r}")
-        if not isinstance(lease_seconds, int | float) or not 0 < lease_seconds < math.inf:
-            raise SpecError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
+        check_number(lease_seconds, "lease_seconds", minimum=0.001)
+        check_flag(create, "create")
+        _check_storage_options(storage_options)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise SpecError(f"retry must be a RetryPolicy or None, got {safe_repr(retry)}")
         self._spark = spark
         self.warehouse = _qualified(warehouse)
         _check_not_inside_a_table(self.warehouse)
@@ -252,7 +261,7 @@ class Lake:
         """
         from segmentlake.table import Datasource
 
-        if create:
+        if check_flag(create, "create"):
             check_datasource_name(datasource)
         else:
             self._require_datasource(datasource)
@@ -394,6 +403,7 @@ class Lake:
 
     def locks(self, datasource: str, *, include_expired: bool = False) -> list[TaskLock]:
         """The datasource's live locks (and expired ones with ``include_expired``)."""
+        check_flag(include_expired, "include_expired")
         datasource = self._require_datasource(datasource)
         return self.lockbox.locks(datasource, include_expired=include_expired)
 
@@ -879,6 +889,8 @@ class Lake:
         span = None if interval is None else _interval(interval)
         _check_filter(filter)
         datasource = self._require_datasource(datasource)
+        if tier is not None:
+            check_name(tier, what="tier")
         tier = tier or self.spark.conf.get(TIER_CONF, None) or None
         if tier is None:
             version = (
@@ -955,9 +967,8 @@ class Lake:
         >>> print(lake.view_sql("wiki"))  # doctest: +SKIP
         CREATE OR REPLACE VIEW `wiki` AS SELECT * EXCEPT (`__segment`) FROM delta.`/wh/...`
         """
-        view = check_datasource_name(datasource) if name is None else name
-        if not isinstance(view, str) or not view:
-            raise SpecError(f"a view name must be a non-empty string, got {view!r}")
+        view = _view_name(datasource, name)
+        check_flag(temporary, "temporary")
         path = self.visible_table_path(datasource)
         kind = "TEMPORARY VIEW" if temporary else "VIEW"
         return (
@@ -980,9 +991,8 @@ class Lake:
         'wiki'
         >>> spark.sql("SELECT channel, count(*) FROM wiki GROUP BY channel")  # doctest: +SKIP
         """
-        view = check_datasource_name(datasource) if name is None else name
-        if not isinstance(view, str) or not view:
-            raise SpecError(f"a view name must be a non-empty string, got {view!r}")
+        view = _view_name(datasource, name)
+        check_flag(temporary, "temporary")
         datasource = self._require_datasource(datasource)
         if self._visible_version(datasource) is None:
             raise CommitConflict(
@@ -1033,7 +1043,7 @@ class Lake:
         span = None if interval is None else _interval(interval)
         from segmentlake.compact.kill import check_kill_arguments, kill_unused
 
-        check_kill_arguments(older_than_ms, vacuum_retention_hours)
+        check_kill_arguments(older_than_ms, vacuum_retention_hours, vacuum)
         return kill_unused(
             self.spark,
             self.warehouse,
@@ -1136,6 +1146,37 @@ def _check_filter(value: object) -> None:
         raise SpecError(
             f"filter must be a Spark SQL boolean expression or a Column, got {safe_repr(value)}"
         )
+
+
+def _check_storage_options(value: object) -> None:
+    """Object-store options: None, or a mapping of option names to string values (what
+    delta-rs and Hadoop take; a number or a nested mapping would fail deep inside a read)."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise SpecError(f"storage_options must be a mapping of strings, got {safe_repr(value)}")
+    wrong = [k for k, v in value.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if wrong:
+        raise SpecError(
+            f"storage_options must map option names to string values; {safe_repr(wrong[:3])} "
+            "do not (e.g. {'AWS_REGION': 'eu-west-1', 'AWS_ALLOW_HTTP': 'true'})"
+        )
+
+
+def _view_name(datasource: str, name: object) -> str:
+    """The name of a view of ``datasource``: ``name``, or by default the datasource's. Any
+    text Spark takes in backticks may name a view, but not a blank one or one with control
+    characters, which no SQL text a user types could name again."""
+    if name is None:
+        return check_datasource_name(datasource)
+    view = check_text(name, "a view name", what="a non-blank string")
+    controls = sorted({c for c in view if ord(c) < 32 or ord(c) == 127})
+    if controls:
+        raise SpecError(
+            f"a view name must have no control characters, got {safe_repr(view)} "
+            f"(with {', '.join(map(repr, controls[:5]))})"
+        )
+    return view
 
 
 def _datasource_names(value: object) -> list[str]:

@@ -23,6 +23,7 @@ from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.partitions_spec import DEFAULT_MAX_ROWS_PER_SEGMENT, PartitionsSpec
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.spec_reader import check_list
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import SpecError
 from segmentlake.ingest.report import TaskReport
@@ -287,9 +288,10 @@ class DatasourceMaintenance:
         )
 
     def _own(self, segment_ids: Iterable[SegmentId | DataSegment | str]) -> list[SegmentId]:
-        from segmentlake.lake import _segment_id
+        from segmentlake.lake import _SEGMENT_IDS, _segment_id
 
-        ids = [_segment_id(value) for value in segment_ids]
+        given = check_list(segment_ids, "segment_ids", what=_SEGMENT_IDS)
+        ids = [_segment_id(value) for value in given]
         others = sorted({str(sid) for sid in ids if sid.datasource != self._table.name})
         if others:
             raise SpecError(

@@ -40,6 +40,7 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.load_spec import data_key
 from segmentlake.core.names import datasource_table_path
 from segmentlake.core.segment import DataSegment, SegmentId
+from segmentlake.core.spec_reader import check_flag
 from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
 from segmentlake.metadata.queries import of_kind
@@ -225,7 +226,10 @@ def kill_unused(
     return report
 
 
-def check_kill_arguments(older_than_ms: int, vacuum_retention_hours: float | None) -> None:
+def check_kill_arguments(
+    older_than_ms: int, vacuum_retention_hours: float | None, vacuum: object = True
+) -> None:
+    check_flag(vacuum, "vacuum")
     if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
         raise SpecError(
             f"older_than_ms must be a non-negative integer of milliseconds, got "

@@ -48,7 +48,7 @@ from segmentlake.core.compaction_planning import (
     whole_groups,
 )
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
-from segmentlake.core.spec_reader import check_flag, check_int, check_number, check_text
+from segmentlake.core.spec_reader import check_flag, check_int, check_number, check_text, show
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, new_task_id
@@ -142,6 +142,13 @@ class CompactionManager:
             batch_segments=batch_segments,
             batch_rows=batch_rows,
         )
+        check_flag(report_status, "report_status")
+        check_number(status_lease_s, "status_lease_s", minimum=0.001)
+        if manager_id is not None:
+            check_text(manager_id, "manager_id")
+        if on_outcome is not None and not callable(on_outcome):
+            wrong = show(on_outcome)
+            raise SpecError(f"on_outcome must be a function of a JobOutcome, got {wrong}")
         self.batch_jobs = batch_jobs
         self.batch_segments = batch_segments
         self.batch_rows = batch_rows

@@ -34,7 +34,7 @@ from segmentlake.core.coordinator_run import (
 from segmentlake.core.load_spec import segment_key
 from segmentlake.core.retention_rules import DEFAULT_RULES_KEY
 from segmentlake.core.segment import DataSegment
-from segmentlake.core.spec_reader import check_int, check_number
+from segmentlake.core.spec_reader import check_flag, check_int, check_number
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.faults import crash_point
@@ -120,8 +120,9 @@ class Coordinator:
         policy: RetryPolicy | None = None,
     ) -> None:
         self.spark, self.warehouse, self.store = spark, warehouse, store
-        self.datasources = list(datasources) if datasources else None
-        self.loads_per_batch = loads_per_batch
+        # An empty list manages no datasource, as the compaction manager's does.
+        self.datasources = None if datasources is None else list(datasources)
+        self.loads_per_batch = check_int(loads_per_batch, "loads_per_batch", minimum=1)
         self.policy = policy or RetryPolicy()
         # When each segment was first seen with no loaded copy (alerts), across runs.
         self._unavailable_since: dict[str, int] = {}
@@ -130,6 +131,7 @@ class Coordinator:
 
     def run_once(self, *, execute: bool = True) -> CoordinatorReport:
         """Plan, commit and (with ``execute``) carry out one run; returns its report."""
+        check_flag(execute, "execute")
         started = time.perf_counter()
         seconds: dict[str, float] = {}
         view = self._view()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from segmentlake.errors import SpecError
+from segmentlake.core.spec_reader import check_int
 from segmentlake.metadata.metadata_table import COMMIT_RECORD_KEY, _commit_record
 from segmentlake.metadata.store import MetadataStore
 
@@ -41,8 +41,7 @@ def datasource_history(
     ``allocate``, ``task``, ...) and ``commit_id``, newest first. Reads one log entry per
     version walking back from the latest, at most ``max_versions`` of them (default: all the
     log keeps); an empty table when there is no metadata yet."""
-    if limit < 0:
-        raise SpecError(f"limit must be a non-negative number of commits, got {limit!r}")
+    check_int(limit, "limit (of commits)", minimum=0)
     rows: list[dict[str, Any]] = []
     latest = store.table.log.version() if store.exists() else -1
     oldest = -1 if max_versions is None else max(-1, latest - max_versions)

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.actions import AllocateRequest
+from segmentlake.compact.manager import CompactionManager
 from segmentlake.core.interval import Interval
 from segmentlake.errors import SpecError
 from segmentlake.lake import Lake
@@ -147,6 +148,88 @@ CASES: list[tuple[str, Call, Any, str]] = [
         5,
         "allocate requests must be a list of AllocateRequest",
     ),
+    ("lake lease of True", lambda lk, a: Lake(None, lk.warehouse, lease_seconds=a), True, "lease"),
+    (
+        "lake storage options of a list",
+        lambda lk, a: Lake(None, lk.warehouse, storage_options=a),
+        ["AWS_REGION=eu-west-1"],
+        "storage_options must be a mapping of strings",
+    ),
+    (
+        "lake storage option of a number",
+        lambda lk, a: Lake(None, lk.warehouse, storage_options=a),
+        {"timeout": 30},
+        "storage_options must map option names to string values",
+    ),
+    ("lake retry of a number", lambda lk, a: Lake(None, lk.warehouse, retry=a), 3, "RetryPolicy"),
+    (
+        "lake create flag of text",
+        lambda lk, a: Lake(None, lk.warehouse, create=a),
+        "no",
+        "create must be true or false",
+    ),
+    (
+        "table create flag of text",
+        lambda lk, a: lk.table("wiki", create=a),
+        "yes",
+        "create must be true or false",
+    ),
+    (
+        "handle mark_unused of one id string (it was read one letter at a time)",
+        lambda lk, a: lk.table("wiki", create=True).maintenance.mark_unused(a),
+        "wiki_2024-01-01T00:00:00.000Z_2024-01-02T00:00:00.000Z_v1",
+        "segment_ids must be a list",
+    ),
+    (
+        "handle mark_used of None",
+        lambda lk, a: lk.table("wiki", create=True).maintenance.mark_used(a),
+        None,
+        "segment_ids must be a list",
+    ),
+    (
+        "kill vacuum flag of text (any text used to run VACUUM)",
+        lambda lk, a: lk.kill("wiki", vacuum=a),
+        "no",
+        "vacuum must be true or false",
+    ),
+    (
+        "locks flag of text",
+        lambda lk, a: lk.locks("wiki", include_expired=a),
+        "no",
+        "include_expired must be true or false",
+    ),
+    (
+        "coordinator loads per batch of zero",
+        lambda lk, a: lk.coordinator(loads_per_batch=a),
+        0,
+        "loads_per_batch must be an integer >= 1",
+    ),
+    (
+        "history limit of a float",
+        lambda lk, a: lk.table("wiki", create=True).inspect.history(limit=a),
+        1.5,
+        "limit",
+    ),
+    (
+        "inspect segments flag of text",
+        lambda lk, a: lk.table("wiki", create=True).inspect.segments(include_unused=a),
+        "no",
+        "include_unused must be true or false",
+    ),
+    (
+        "inspect locks flag of a number",
+        lambda lk, a: lk.table("wiki", create=True).inspect.locks(include_expired=a),
+        2,
+        "include_expired must be true or false",
+    ),
+    ("view name with a NUL", lambda lk, a: lk.view_sql("wiki", a), "wi\x00ki", "control"),
+    ("blank view name", lambda lk, a: lk.view_sql("wiki", a), "  ", "a view name must be"),
+    (
+        "view temporary flag of text",
+        lambda lk, a: lk.view_sql("wiki", "edits", temporary=a),
+        "yes",
+        "temporary must be true or false",
+    ),
 ]
 
 
@@ -189,6 +272,13 @@ def test_the_good_arguments_still_work(lake: Lake, spark: SparkSession) -> None:
     assert lake.mark_unused(iter([])) == 0
     manager = lake.compaction_manager(datasources=("wiki",), batch_jobs=2, queue_size=4)
     assert manager.datasources == ["wiki"]
+    assert lake.table("wiki", create=True).maintenance.mark_unused(()) == 0
+    assert lake.view_sql("wiki", "wiki edits", temporary=True).startswith(
+        "CREATE OR REPLACE TEMPORARY VIEW `wiki edits` AS"
+    )
+    coordinator = lake.coordinator(datasources=[], loads_per_batch=1)
+    assert (coordinator.datasources, coordinator.loads_per_batch) == ([], 1)
+    assert Lake(None, lake.warehouse, storage_options={}, lease_seconds=2).warehouse
 
 
 # -- the Spark surfaces: ingestion, compaction and reads -------------------------------------
@@ -267,6 +357,31 @@ SPARK_CASES: list[tuple[str, Callable[[Lake, DataFrame, Any], object], Any, str]
         " ",
         "filter must be a Spark SQL boolean expression",
     ),
+    ("read tier of an empty name", lambda lk, df, a: lk.read("wiki", tier=a), "", "tier name"),
+    (
+        "handle view temporary flag of a number",
+        lambda lk, df, a: lk.table("wiki").register_view("edits", temporary=a),
+        1,
+        "temporary must be true or false",
+    ),
+    (
+        "coordinator run of a text execute flag",
+        lambda lk, df, a: lk.coordinator().run_once(execute=a),
+        "false",
+        "execute must be true or false",
+    ),
+    (
+        "manager status lease of zero",
+        lambda lk, df, a: CompactionManager(lk.compaction_manager().target, status_lease_s=a),
+        0,
+        "status_lease_s must be a number >= 0.001",
+    ),
+    (
+        "manager outcome callback of a list",
+        lambda lk, df, a: CompactionManager(lk.compaction_manager().target, on_outcome=a),
+        [],
+        "on_outcome must be a function",
+    ),
 ]
 
 
@@ -309,6 +424,11 @@ def test_the_same_surfaces_take_good_arguments(spark_lake: Lake) -> None:
     assert spark_lake.read("wiki", filter=F.col("user") == "b").count() == 1
     report = spark_lake.compact("wiki", task_id="compact-1", lock_timeout_s=5, segments=[])
     assert report.task_id == "compact-1"
+    wiki = spark_lake.table("wiki")
+    assert wiki.inspect.history(limit=0).count() == 0
+    assert wiki.inspect.segments(include_unused=True).count() >= 1
+    assert wiki.register_view("wiki edits", temporary=True) == "wiki edits"
+    assert spark_lake.spark.table("`wiki edits`").count() == 2
 
 
 @pytest.mark.spark
