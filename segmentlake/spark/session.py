@@ -19,7 +19,8 @@ from pyspark import SparkContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
-from segmentlake.errors import EnvironmentSetupError
+from segmentlake.core.spec_reader import check_flag, check_text, show
+from segmentlake.errors import EnvironmentSetupError, SpecError
 from segmentlake.spark.jars import delta_jars
 from segmentlake.spark.local_fs import (
     FILE_SYSTEM_CONF,
@@ -69,6 +70,9 @@ def spark_session(
     segmentlake's own. ``quiet_progress`` hides Spark's console progress bar. The first call on
     a machine resolves Delta's jars and compiles the LogStore (``make setup`` does it ahead).
     """
+    extra_conf = _checked_options(
+        app_name=app_name, master=master, extra_conf=extra_conf, quiet_progress=quiet_progress
+    )
     try:
         # The thread's active session, else the process's default one (a session made in
         # another thread): either way the caller's platform owns it, so no conf is applied.
@@ -81,7 +85,7 @@ def spark_session(
         logger.debug("connecting to Spark Connect at %s", remote)
         return SparkSession.builder.remote(remote).getOrCreate()
     master = master or os.environ.get(MASTER_ENV) or "local[*]"
-    conf = _local_conf(extra_conf or {}, quiet_progress=quiet_progress, master=master)
+    conf = _local_conf(extra_conf, quiet_progress=quiet_progress, master=master)
     if conf.get(FILE_SYSTEM_CONF) == LOCAL_FS_CLASS and not _jvm_can_load(LOCAL_FS_CLASS):
         # A JVM this process started earlier (with another conf) keeps its classpath.
         del conf[FILE_SYSTEM_CONF]
@@ -94,6 +98,35 @@ def spark_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _checked_options(
+    *, app_name: object, master: object, extra_conf: object, quiet_progress: object
+) -> dict[str, str]:
+    """The arguments of :func:`spark_session` checked, before any session is looked up (a
+    bad one fails the same with or without a running Spark), and ``extra_conf`` as strings:
+    numbers and bools are written as Spark's builder writes them (``4``, ``true``)."""
+    check_text(app_name, "app_name")
+    if master is not None:
+        check_text(master, "master", what="a Spark master URL such as local[2]")
+    check_flag(quiet_progress, "quiet_progress")
+    if extra_conf is None:
+        return {}
+    if not isinstance(extra_conf, Mapping):
+        raise SpecError(f"extra_conf must be a mapping of Spark options, got {show(extra_conf)}")
+    conf: dict[str, str] = {}
+    for key, value in extra_conf.items():
+        if not isinstance(key, str) or not key.strip():
+            raise SpecError(f"extra_conf keys must be Spark option names, got {show(key)}")
+        if isinstance(value, bool):
+            conf[key] = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            conf[key] = str(value)
+        else:
+            raise SpecError(
+                f"extra_conf[{key!r}] must be a string, number or bool, got {show(value)}"
+            )
+    return conf
 
 
 def prepare() -> list[Path]:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from segmentlake.errors import SpecError
 from segmentlake.spark import spark_session
 from segmentlake.spark.logstore import LOGSTORE_CLASS, LOGSTORE_CONF
-from segmentlake.spark.session import read_spark_defaults
+from segmentlake.spark.session import _checked_options, read_spark_defaults
 
 pytestmark = pytest.mark.spark
 
@@ -23,6 +25,33 @@ def test_returns_the_running_session_untouched(spark: SparkSession) -> None:
 
     assert again is spark
     assert dict(again.sparkContext.getConf().getAll()) == before
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"extra_conf": "spark.ui.enabled=false"}, "extra_conf must be a mapping"),
+        ({"extra_conf": {"spark.ui.enabled": None}}, r"extra_conf\['spark.ui.enabled'\] must be"),
+        ({"extra_conf": {5: "x"}}, "extra_conf keys must be Spark option names"),
+        ({"app_name": ""}, "app_name must be a non-empty string"),
+        ({"master": 2}, "master must be a Spark master URL"),
+        ({"quiet_progress": "yes"}, "quiet_progress must be true or false"),
+    ],
+)
+def test_a_bad_argument_is_refused_even_with_a_session_running(
+    spark: SparkSession, arguments: dict[str, Any], message: str
+) -> None:
+    """Refused before the running session is looked up, so a call that works in a notebook
+    with Spark up fails the same way where it would start one (it used to fail there only,
+    with an AttributeError)."""
+    with pytest.raises(SpecError, match=message):
+        spark_session(**arguments)
+
+
+def test_extra_conf_numbers_and_bools_are_written_as_spark_writes_them() -> None:
+    options = {"spark.sql.shuffle.partitions": 4, "spark.ui.enabled": False}
+    conf = _checked_options(app_name="a", master=None, extra_conf=options, quiet_progress=True)
+    assert conf == {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
 
 
 def test_returns_the_default_session_from_another_thread(spark: SparkSession) -> None:
