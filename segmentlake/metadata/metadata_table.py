@@ -23,6 +23,7 @@ The rows' meaning, the fold of row versions and the retry policy live in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -460,10 +461,22 @@ class MetadataTable:
             ) from e
 
 
+# The longest partition value kept whole in a directory name: ``datasource=`` and it stay
+# well under the 255 bytes a file name may have (a 255-character datasource name, or the
+# ``_copies.`` partition of one, failed its first commit with "File name too long").
+_MAX_DIRECTORY_VALUE = 200
+
+
 def _escape(value: str) -> str:
     """A partition value as a directory name that needs no URI escaping in the log (readers
-    take the partition value from the log, so the name only has to be a safe path)."""
-    return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in value)
+    take the partition value from the log, so the name only has to be a safe path, and
+    distinct enough to keep partitions apart on disk: a long value keeps its first
+    characters and ends with a digest of the whole)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in value)
+    if len(safe) <= _MAX_DIRECTORY_VALUE:
+        return safe
+    digest = hashlib.sha256(value.encode()).hexdigest()[:16]
+    return f"{safe[: _MAX_DIRECTORY_VALUE - len(digest) - 1]}-{digest}"
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,8 @@ def run_allowed(lake: Lake, root: Path, name: str, spark: SparkSession) -> None:
 @example(name="{a,b}*")
 @example(name="nul\x00")
 @example(name="Wiki Edits.v2-x_0")
+@example(name="L" + "o" * 253 + "g")  # the longest name allowed (it failed on "File name too long")
+@example(name="L" + "o" * 254 + "g")  # one character too long
 def test_every_name_is_refused_or_lands_in_its_directory(spark: SparkSession, name: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="names-"))
     try:

@@ -124,6 +124,25 @@ def test_a_change_batch_commits_like_one_change_per_row(
         ChangeBatch("merge", locks)
 
 
+def test_long_datasource_names_keep_their_own_partitions(tmp_path: Path) -> None:
+    """Names as long as the name rule allows, and names sharing their first 200 characters,
+    each get a partition directory of their own within a file name's 255 bytes (a name of
+    245 or more characters used to fail its first commit: "File name too long")."""
+    lake = Lake.create(None, str(tmp_path / "warehouse"))
+    names = ["a" * 255, "a" * 254 + "b", "a" * 200, "a" * 201]
+    for i, name in enumerate(names):
+        lake.actions.lock(name, "2024-01-01/2024-01-02", group_id=f"g{i}")
+    assert [[lock.group_id for lock in lake.locks(name)] for name in names] == [
+        ["g0"],
+        ["g1"],
+        ["g2"],
+        ["g3"],
+    ]
+    directories = {p.name for p in tmp_path.rglob("datasource=a*") if p.is_dir()}
+    assert len(directories) == len(names)
+    assert max(len(d.encode()) for d in directories) <= 255
+
+
 def test_other_datasources_never_conflict(lake: Lake, ds: str) -> None:
     lake.metadata.create()
     store = MetadataStore(lake.warehouse)
