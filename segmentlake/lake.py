@@ -62,7 +62,7 @@ from segmentlake.core.spec_reader import (
     safe_repr,
 )
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
-from segmentlake.core.task_options import check_task_options
+from segmentlake.core.task_options import MAX_LEASE_SECONDS, check_task_options
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import CommitConflict, DatasourceNotFound, SpecError, WarehouseNotFound
 from segmentlake.ingest.report import TaskReport
@@ -175,7 +175,7 @@ class Lake:
     ) -> None:
         if not isinstance(warehouse, str) or not warehouse.strip():
             raise SpecError(f"warehouse must be a non-empty path, got {warehouse!r}")
-        check_number(lease_seconds, "lease_seconds", minimum=0.001)
+        check_number(lease_seconds, "lease_seconds", minimum=0.001, maximum=MAX_LEASE_SECONDS)
         check_flag(create, "create")
         _check_storage_options(storage_options)
         if retry is not None and not isinstance(retry, RetryPolicy):

@@ -49,6 +49,7 @@ from segmentlake.core.compaction_planning import (
 )
 from segmentlake.core.compaction_queue import DEFAULT_QUEUE_SIZE, JobQueue
 from segmentlake.core.spec_reader import check_flag, check_int, check_number, check_text, show
+from segmentlake.core.task_options import MAX_LEASE_SECONDS
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError, first_line
 from segmentlake.ingest.report import TaskReport
 from segmentlake.ingest.task import IngestTarget, new_task_id
@@ -143,7 +144,7 @@ class CompactionManager:
             batch_rows=batch_rows,
         )
         check_flag(report_status, "report_status")
-        check_number(status_lease_s, "status_lease_s", minimum=0.001)
+        check_number(status_lease_s, "status_lease_s", minimum=0.001, maximum=MAX_LEASE_SECONDS)
         if manager_id is not None:
             check_text(manager_id, "manager_id")
         if on_outcome is not None and not callable(on_outcome):

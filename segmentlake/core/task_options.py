@@ -13,7 +13,11 @@ import re
 from segmentlake.core.spec_reader import INT32_MAX, check_int, check_number, show
 from segmentlake.errors import SpecError
 
-__all__ = ["check_task_options"]
+__all__ = ["MAX_LEASE_SECONDS", "check_task_options"]
+
+# The longest lease (of a task's locks, a manager's status) in seconds: its expiry is stored
+# in milliseconds as an int64, and 10^9 s (31 years) is far beyond any heartbeat.
+MAX_LEASE_SECONDS = 10**9
 
 # A task id names the task's storage partitions, which use '.' as a separator.
 _TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")

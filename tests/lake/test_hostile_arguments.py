@@ -150,6 +150,12 @@ CASES: list[tuple[str, Call, Any, str]] = [
     ),
     ("lake lease of True", lambda lk, a: Lake(None, lk.warehouse, lease_seconds=a), True, "lease"),
     (
+        "lake lease past an int64 of milliseconds (it failed at the first lock)",
+        lambda lk, a: Lake(None, lk.warehouse, lease_seconds=a),
+        9e18,
+        "lease_seconds must be a number >= 0.001 and <= 1000000000",
+    ),
+    (
         "lake storage options of a list",
         lambda lk, a: Lake(None, lk.warehouse, storage_options=a),
         ["AWS_REGION=eu-west-1"],
