@@ -173,8 +173,11 @@ class Lake:
         retry: RetryPolicy | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        if not isinstance(warehouse, str) or not warehouse.strip():
-            raise SpecError(f"warehouse must be a non-empty path, got {warehouse!r}")
+        if not isinstance(warehouse, str) or not warehouse.strip() or "\x00" in warehouse:
+            raise SpecError(
+                f"warehouse must be a non-empty path without NUL characters, got "
+                f"{safe_repr(warehouse)}"
+            )
         check_number(lease_seconds, "lease_seconds", minimum=0.001, maximum=MAX_LEASE_SECONDS)
         check_flag(create, "create")
         _check_storage_options(storage_options)
@@ -1104,6 +1107,7 @@ def _check_not_inside_a_table(warehouse: str) -> None:
     local = warehouse.removeprefix("file:")
     if "://" in warehouse or not local.startswith("/"):
         return  # remote stores: checking costs a round trip; Delta refuses nested writes later
+    _check_path_lengths(warehouse, local)
     if os.path.isdir(os.path.join(local, "_delta_log")):
         raise SpecError(
             f"{warehouse} is a Delta table, not a warehouse; a warehouse is the directory "
@@ -1111,6 +1115,29 @@ def _check_not_inside_a_table(warehouse: str) -> None:
         )
     if os.path.exists(local) and not os.path.isdir(local):
         raise SpecError(f"warehouse {warehouse} is a file; a warehouse is a directory")
+
+
+# What local file systems allow (Linux's NAME_MAX and PATH_MAX, in bytes); the deepest file a
+# warehouse holds (a 255-character datasource's segment files) is under 512 bytes below it.
+_MAX_NAME_BYTES = 255
+_MAX_WAREHOUSE_BYTES = 4096 - 512
+
+
+def _check_path_lengths(warehouse: str, local: str) -> None:
+    """Refuse a local warehouse path the file system could not hold files under (it used to
+    fail at the first commit, inside delta-rs: "Could not create local directory")."""
+    too_long = [part for part in local.split("/") if len(part.encode()) > _MAX_NAME_BYTES]
+    if too_long:
+        raise SpecError(
+            f"warehouse {safe_repr(warehouse)} has a directory name of "
+            f"{len(too_long[0].encode())} bytes; file systems allow {_MAX_NAME_BYTES}"
+        )
+    if len(local.encode()) > _MAX_WAREHOUSE_BYTES:
+        raise SpecError(
+            f"warehouse path of {len(local.encode())} bytes is too long: its files lie up to "
+            f"512 bytes deeper, and paths may have 4096; use one of {_MAX_WAREHOUSE_BYTES} "
+            "bytes at most"
+        )
 
 
 def _user_datasources(partitions: Iterable[str]) -> list[str]:

@@ -155,6 +155,19 @@ CASES: list[tuple[str, Call, Any, str]] = [
         9e18,
         "lease_seconds must be a number >= 0.001 and <= 1000000000",
     ),
+    ("warehouse with a NUL", lambda lk, a: Lake(None, a), "/tmp/wh\x00x", "without NUL"),
+    (
+        "warehouse with a 300-byte directory name (it failed in delta-rs at the first commit)",
+        lambda lk, a: Lake(None, a),
+        "/tmp/" + "w" * 300 + "/wh",
+        "has a directory name of 300 bytes; file systems allow 255",
+    ),
+    (
+        "warehouse path of 4000 bytes",
+        lambda lk, a: Lake(None, a),
+        "/tmp" + "/wh" * 1333,
+        "warehouse path of 4003 bytes is too long",
+    ),
     (
         "lake storage options of a list",
         lambda lk, a: Lake(None, lk.warehouse, storage_options=a),
@@ -285,6 +298,7 @@ def test_the_good_arguments_still_work(lake: Lake, spark: SparkSession) -> None:
     coordinator = lake.coordinator(datasources=[], loads_per_batch=1)
     assert (coordinator.datasources, coordinator.loads_per_batch) == ([], 1)
     assert Lake(None, lake.warehouse, storage_options={}, lease_seconds=2).warehouse
+    assert Lake(None, "/tmp/" + "w" * 255).warehouse.endswith("/" + "w" * 255)  # writes nothing
 
 
 # -- the Spark surfaces: ingestion, compaction and reads -------------------------------------
