@@ -58,6 +58,7 @@ from segmentlake.core.spec_reader import (
     check_flag,
     check_list,
     check_number,
+    check_path,
     check_text,
     safe_repr,
 )
@@ -173,11 +174,7 @@ class Lake:
         retry: RetryPolicy | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        if not isinstance(warehouse, str) or not warehouse.strip() or "\x00" in warehouse:
-            raise SpecError(
-                f"warehouse must be a non-empty path without NUL characters, got "
-                f"{safe_repr(warehouse)}"
-            )
+        check_path(warehouse, "warehouse")
         check_number(lease_seconds, "lease_seconds", minimum=0.001, maximum=MAX_LEASE_SECONDS)
         check_flag(create, "create")
         _check_storage_options(storage_options)
@@ -891,9 +888,9 @@ class Lake:
 
         span = None if interval is None else _interval(interval)
         _check_filter(filter)
-        datasource = self._require_datasource(datasource)
         if tier is not None:
             check_name(tier, what="tier")
+        datasource = self._require_datasource(datasource)
         tier = tier or self.spark.conf.get(TIER_CONF, None) or None
         if tier is None:
             version = (

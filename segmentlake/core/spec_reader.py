@@ -50,6 +50,7 @@ __all__ = [
     "check_flag",
     "check_int",
     "check_number",
+    "check_path",
     "check_text",
     "int_problem",
     "is_int",
@@ -213,6 +214,16 @@ def check_text(value: object, where: str, *, what: str = "a non-empty string") -
     """``value`` if it is a non-blank string."""
     if not isinstance(value, str) or not value.strip():
         raise SpecError(f"{where} must be {what}, got {show(value)}")
+    return value
+
+
+def check_path(value: object, where: str) -> str:
+    """``value`` if it is a non-blank path without NUL characters (no file system or object
+    store takes one; the store would fail only at the first write)."""
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise SpecError(
+            f"{where} must be a non-empty path without NUL characters, got {safe_repr(value)}"
+        )
     return value
 
 

@@ -22,6 +22,7 @@ from segmentlake.core.spec_reader import (
     check_flag,
     check_int,
     check_number,
+    check_path,
     safe_repr,
 )
 from segmentlake.errors import SpecError
@@ -82,10 +83,7 @@ class Volume:
                     "digits, '_', '.' or '-', starting with a letter or digit (e.g. 'hot-1')"
                 )
         where = f"volume {self.name!r}"
-        if not isinstance(self.path, str) or not self.path.strip() or "\x00" in self.path:
-            raise SpecError(
-                f"{where} needs a non-empty path without NUL characters, got {safe_repr(self.path)}"
-            )
+        check_path(self.path, f"{where} path")
         # Sizes are BIGINTs (the coordinator sums them in int64 arrays): check_int's bound.
         check_int(self.capacity_bytes, f"{where} capacity_bytes (capacityBytes)", minimum=1)
         check_flag(self.decommissioning, f"{where} decommissioning")
