@@ -1156,8 +1156,9 @@ def _interval(value: Interval | str) -> Interval:
 
 
 def _check_filter(value: object) -> None:
-    """A read's filter: None, a Spark SQL boolean expression or a Column (its own errors, a
-    SQL syntax or unknown column, are Spark's to report)."""
+    """A read's filter: None, a Spark SQL boolean expression or a Column (what is wrong
+    inside one, a syntax error or an unknown column, is found when it is applied and raised
+    as a SpecError too; see :mod:`segmentlake.spark.user_sql`)."""
     if value is None:
         return
     if isinstance(value, str):

@@ -15,16 +15,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from segmentlake.core.granularity import WEEK_ORIGIN_MILLIS, Granularity
-from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
+from segmentlake.core.ingest_spec import ExpressionTransform, IngestionSpec, MetricSpec
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
 from segmentlake.core.names import quote_identifier, sql_string
-from segmentlake.errors import SpecError, first_line
+from segmentlake.errors import SpecError
+from segmentlake.spark.user_sql import spark_sql_errors, user_expression, with_user_sql
 
 __all__ = [
     "CHUNK",
@@ -142,7 +142,19 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
     if interval is not None:
         outside = f"{ms} < {interval.start_millis} OR {ms} >= {interval.end_millis}"
         rejections.append((OUTSIDE_INTERVAL, outside))
-    try:
+
+    transformed = frame
+
+    def bad_filter() -> str:  # only the filter can fail here
+        columns = [c for c in transformed.columns if c != _RAW_MS]
+        return (
+            f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
+            f"condition over the input columns {columns}"
+        )
+
+    if spec.transform_spec.filter is not None:  # its errors, before it goes inside a CASE
+        with_user_sql(frame.where, spec.transform_spec.filter, bad_filter)
+    with spark_sql_errors(bad_filter):
         frame = frame.withColumn(_RAW_MS, F.expr(in_range))
         parsed = {
             TIME: F.expr(floor_millis_sql(granularity.query_granularity, ms)),
@@ -151,11 +163,6 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
             REASON: _first_reason(rejections, spec.transform_spec.filter),
         }
         frame = frame.withColumns(parsed)
-    except AnalysisException as err:  # only the filter can fail here (parse errors included)
-        raise SpecError(
-            f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
-            f"condition over the input columns {df.columns}: {first_line(err)}"
-        ) from err
     return ParsedInput(frame, dimensions, ts_col, tuple(text for text, _ in rejections))
 
 
@@ -171,7 +178,7 @@ def _first_reason(rejections: Sequence[tuple[str, str]], keep: str | None) -> Co
     for text, condition in rejections:
         if condition == _FILTER:
             assert keep is not None
-            applies = ~F.coalesce(F.expr(keep), F.lit(False))
+            applies = ~F.coalesce(user_expression(keep), F.lit(False))
         else:
             applies = F.expr(condition)
         reason = F.when(applies, text) if reason is None else reason.when(applies, text)
@@ -199,13 +206,17 @@ def floor_millis_sql(granularity: Granularity, ms: str) -> str:
 
 def _transformed(df: DataFrame, spec: IngestionSpec) -> DataFrame:
     for t in spec.transform_spec.transforms:
-        try:
-            df = df.withColumn(t.name, F.expr(t.expression))
-        except AnalysisException as err:  # parse errors included
-            raise SpecError(
+
+        def bad_transform(t: ExpressionTransform = t, before: DataFrame = df) -> str:
+            return (
                 f"transform {t.name!r}: {t.expression!r} is not a valid Spark SQL expression "
-                f"over the input columns {df.columns}: {first_line(err)}"
-            ) from err
+                f"over the input columns {before.columns}"
+            )
+
+        def add(value: Column, name: str = t.name, before: DataFrame = df) -> DataFrame:
+            return before.withColumn(name, value)
+
+        df = with_user_sql(add, t.expression, bad_transform)
     return df
 
 

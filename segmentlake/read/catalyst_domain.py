@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegralType, StringType
 
 from segmentlake.core.filter_domain import (
@@ -32,6 +31,7 @@ from segmentlake.core.filter_domain import (
     comparison,
     or_domains,
 )
+from segmentlake.spark.user_sql import user_expression
 
 __all__ = ["domain_of"]
 
@@ -83,7 +83,7 @@ def domain_of(
 
 
 def _catalyst(filter: str | Column, spark: SparkSession | None) -> Any:
-    column = F.expr(filter) if isinstance(filter, str) else filter
+    column = user_expression(filter) if isinstance(filter, str) else filter
     jc = getattr(column, "_jc", None)
     session = spark or SparkSession.getActiveSession()
     jsession = getattr(session, "_jsparkSession", None)

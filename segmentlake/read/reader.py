@@ -7,11 +7,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from segmentlake.core.interval import ETERNITY, Interval
+from segmentlake.core.names import SEGMENT_KEY_COLUMN
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.read.catalyst_domain import domain_of
+from segmentlake.spark.user_sql import analysed, spark_sql_errors, with_user_sql
 from segmentlake.storage.visible_rows import (
     key_in,
     output_columns,
@@ -49,7 +50,7 @@ def read_visible(
     if domain:
         _log.debug("the filter's domain %s left out %d visible segments", domain, pruned)
     if filter is not None:
-        rows = rows.where(F.expr(filter) if isinstance(filter, str) else filter)
+        rows = _filtered(rows, filter)
     return rows.select(*output_columns(rows, columns))
 
 
@@ -81,5 +82,20 @@ def read_visible_table(
     if interval is not None:
         rows = rows.where(within(interval.start_millis, interval.end_millis))
     if filter is not None:
-        rows = rows.where(F.expr(filter) if isinstance(filter, str) else filter)
+        rows = _filtered(rows, filter)
     return rows.select(*output_columns(rows, columns))
+
+
+def _filtered(rows: DataFrame, filter: str | Column) -> DataFrame:
+    """``rows`` where ``filter`` holds; a filter that is not a boolean Spark SQL condition
+    over their columns is a :class:`SpecError` naming it and the columns."""
+    shown = filter if isinstance(filter, str) else str(filter)
+
+    def describe() -> str:
+        columns = [c for c in rows.columns if c != SEGMENT_KEY_COLUMN]
+        return f"filter {shown!r} is not a boolean Spark SQL condition over the columns {columns}"
+
+    if isinstance(filter, str):
+        return with_user_sql(rows.where, filter, describe)
+    with spark_sql_errors(describe):
+        return analysed(rows.where(filter))

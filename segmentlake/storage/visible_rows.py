@@ -162,4 +162,8 @@ def output_columns(table: DataFrame, wanted: Sequence[str] | None) -> list[str]:
     missing = [c for c in wanted if c not in available]
     if missing:
         raise SpecError(f"columns {missing} are not in the datasource; it has {available}")
+    twice = sorted({c for c in wanted if wanted.count(c) > 1})
+    if twice:
+        # Spark would return the column twice, and any later reference to it is ambiguous.
+        raise SpecError(f"columns lists {twice} more than once; name each column once")
     return [TIME_COLUMN, *[c for c in wanted if c != TIME_COLUMN]]

@@ -144,6 +144,7 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
         "sql": int(spark.sql(f"SELECT SUM(edits) FROM {view} WHERE {in_sql}").collect()[0][0]),
         "columns": read.columns,
     }
+    result["bad_sql"] = bad_sql(lake, spark, days)
     step("timeline, view, SQL")
 
     # Jan 2's first append (100 rows) and its late data (10): the minor planner leaves a
@@ -172,6 +173,29 @@ def main(url: str, warehouse: str, inputs: Path, result_path: Path) -> None:
     result["druid_csv"] = {"status": report.status, "rows": lake.read("skipped").count()}
     result["perfect_rollup"] = perfect_rollup(lake, spark, days)
     write_json(result_path, result)
+
+
+def error_of(call: Any) -> dict[str, str] | str:
+    try:
+        call()
+    except Exception as e:  # what the client sees, whatever it is
+        return {"type": f"{type(e).__module__}.{type(e).__name__}", "message": str(e)}
+    return "no error"
+
+
+def bad_sql(lake: Lake, spark: SparkSession, days: list[Any]) -> dict[str, Any]:
+    """A Connect client analyses a plan only when it runs: bad SQL in a read's filter or a
+    transformSpec must still be a SpecError where it is given, before anything is written."""
+    rows = edits_of_days(spark, days[:1], 5, seed=9)
+    filtered = {**SPEC, "transformSpec": {"filter": "no_such_column = 1"}}
+    transformed = {**SPEC, "transformSpec": {"transforms": [{"name": "x", "expression": "y +"}]}}
+    return {
+        "read_syntax": error_of(lambda: lake.read(DATASOURCE, filter="channel = ")),
+        "read_cut_off": error_of(lambda: lake.read(DATASOURCE, filter="channel = 'a' AND")),
+        "read_column": error_of(lambda: lake.read(DATASOURCE, filter=F.col("nope") == 1)),
+        "ingest_filter": error_of(lambda: lake.append(rows, DATASOURCE, filtered)),
+        "ingest_transform": error_of(lambda: lake.append(rows, DATASOURCE, transformed)),
+    }
 
 
 def perfect_rollup(lake: Lake, spark: SparkSession, days: list[Any]) -> dict[str, Any]:

@@ -98,6 +98,17 @@ def test_quickstart_runs_over_spark_connect(connect_server: ConnectServer, tmp_p
     filtered = result["filtered"]
     assert filtered["read"] == filtered["sql"] > 0
     assert filtered["columns"] == ["__time", "channel", "edits"]
+    for case, expected in {
+        "read_syntax": "filter 'channel = ' is not a boolean Spark SQL condition",
+        "read_cut_off": "followed by a column alias",
+        "read_column": "UNRESOLVED_COLUMN",
+        "ingest_filter": "transformSpec.filter 'no_such_column = 1' is not a valid",
+        "ingest_transform": "transform 'x': 'y +' is not a valid Spark SQL expression",
+    }.items():
+        error = result["bad_sql"][case]
+        assert isinstance(error, dict), f"{case}: no error over Connect"
+        assert error["type"] == "segmentlake.errors.SpecError", (case, error)
+        assert expected in error["message"], (case, error)
     assert result["inspect"]["used_segments"] == 7  # 4 + 2 late + 1 new version
     assert result["inspect"]["history"] >= 3
     # Jan 2 and Jan 4 hold two segments (first append + late data), Jan 3 one new version.

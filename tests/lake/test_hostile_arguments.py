@@ -377,6 +377,50 @@ SPARK_CASES: list[tuple[str, Callable[[Lake, DataFrame, Any], object], Any, str]
         " ",
         "filter must be a Spark SQL boolean expression",
     ),
+    (
+        "read filter that does not parse",
+        lambda lk, df, a: lk.read("wiki", filter=a),
+        "user = ",
+        r"filter 'user = ' is not a boolean Spark SQL condition over the columns "
+        r"\['__time', 'user', 'edits'\]: \[PARSE_SYNTAX_ERROR\] Syntax error at or near end of input",
+    ),
+    (
+        # Spark's expr() alone would read the trailing AND as an alias: all of user = 'a'.
+        "read filter cut off after AND",
+        lambda lk, df, a: lk.read("wiki", filter=a),
+        "user = 'a' AND",
+        r"filter \"user = 'a' AND\" is not a boolean Spark SQL condition.*column alias",
+    ),
+    (
+        "read filter of an unknown column",
+        lambda lk, df, a: lk.read("wiki", filter=a),
+        "page = 'x'",
+        r"filter \"page = 'x'\" is not .*UNRESOLVED_COLUMN",
+    ),
+    (
+        "read filter that is not a condition",
+        lambda lk, df, a: lk.read("wiki", filter=a),
+        "user",
+        r"filter 'user' is not a boolean .*FILTER_NOT_BOOLEAN",
+    ),
+    (
+        "read filter with an aggregate",
+        lambda lk, df, a: lk.read("wiki", filter=a),
+        "count(user) > 1",
+        r"filter 'count\(user\) > 1' is not a boolean .*INVALID_WHERE_CONDITION",
+    ),
+    (
+        "read filter Column of an unknown column",
+        lambda lk, df, a: lk.read("wiki", filter=F.col(a) == "x"),
+        "page",
+        r"is not a boolean Spark SQL condition .*UNRESOLVED_COLUMN",
+    ),
+    (
+        "read columns naming one twice",
+        lambda lk, df, a: lk.read("wiki", columns=a),
+        ["user", "user"],
+        r"columns lists \['user'\] more than once",
+    ),
     ("read tier of an empty name", lambda lk, df, a: lk.read("wiki", tier=a), "", "tier name"),
     (
         "handle view temporary flag of a number",
@@ -442,6 +486,8 @@ def test_the_same_surfaces_take_good_arguments(spark_lake: Lake) -> None:
     """Controls: the arguments of the right kind are read as before."""
     assert spark_lake.read("wiki", columns=["user"], filter="user = 'a'").count() == 1
     assert spark_lake.read("wiki", filter=F.col("user") == "b").count() == 1
+    assert spark_lake.read("wiki", filter="user = 'a' -- the first user").count() == 1
+    assert spark_lake.read("wiki", filter="user = (SELECT 'b')").count() == 1
     report = spark_lake.compact("wiki", task_id="compact-1", lock_timeout_s=5, segments=[])
     assert report.task_id == "compact-1"
     wiki = spark_lake.table("wiki")
