@@ -39,21 +39,20 @@ from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadRea
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.faults import crash_point
 from segmentlake.metadata.cluster_records import (
-    COPY,
     SegmentCopy,
     coordinator_config,
     copies_of,
-    copies_partition,
-    copy_from_row,
-    copy_row,
+    record_copy_changes,
+    record_dropped,
+    record_loaded,
     volumes,
 )
-from segmentlake.metadata.queries import USED_SEGMENTS, of_kind
+from segmentlake.metadata.queries import USED_SEGMENTS
 from segmentlake.metadata.records import SEGMENT_COLUMNS, segments_from_rows
 from segmentlake.metadata.rule_records import all_rules
 from segmentlake.metadata.segments import set_used
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
-from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
+from segmentlake.metadata.store import MetadataStore, now_ms
+from segmentlake.metadata.transaction import RetryPolicy
 
 __all__ = ["Coordinator", "CoordinatorReport"]
 
@@ -288,39 +287,8 @@ class Coordinator:
         for old in view.dead_copies:
             changes.setdefault(old.datasource, []).append(("delete", old, old))
         for datasource, items in changes.items():
-            self._commit_datasource(datasource, items)
+            record_copy_changes(self.store, datasource, items, policy=self.policy)
         return len(view.dead_copies)
-
-    def _commit_datasource(
-        self, datasource: str, items: list[tuple[str, SegmentCopy | None, SegmentCopy]]
-    ) -> None:
-        def decide(state: PartitionState) -> Decision[int]:
-            now = now_ms()
-            current = {r["id"]: r for r in state.of(COPY)}
-            out: list[Change] = []
-            for op, old, new in items:
-                row = current.get(new.row_id)
-                if op == "insert" and row is None:
-                    out.append(Change("insert", copy_row(new, now_ms=now)))
-                elif op == "drop" and row is not None and row["sequence_name"] == "LOADED":
-                    out.append(Change("upsert", copy_row(new, now_ms=now)))
-                elif (
-                    op == "delete"
-                    and old is not None
-                    and row is not None
-                    and row["sequence_name"] == old.state.name
-                ):
-                    out.append(Change("delete", row))
-            return Decision(out, len(out))
-
-        transact(
-            self.store,
-            copies_partition(datasource),
-            decide,
-            operation="coordinator_run",
-            condition=of_kind(COPY),
-            policy=self.policy,
-        )
 
     def _retire(self, view: _ClusterView, plan: CoordinatorPlan) -> int:
         """Mark the segments a drop rule matched unused: one commit per datasource."""
@@ -409,37 +377,7 @@ class Coordinator:
         keys = sorted({c.key for c in batch})
         version = load_rows(self.spark, self.warehouse, volume, datasource, keys)
         crash_point("coordinator.after_load")
-        ids = {c.row_id for c in batch}
-
-        def decide(state: PartitionState) -> Decision[int]:
-            now = now_ms()
-            current = {r["id"]: r for r in state.of(COPY)}
-            out: list[Change] = []
-            for row_id in ids:
-                row = current.get(row_id)
-                if row is None or row["sequence_name"] != "LOADING":
-                    continue  # cancelled meanwhile: its rows go with the next drop
-                copy = replace(
-                    copy_from_row(row), state=CopyState.LOADED, table_version=version, since_ms=now
-                )
-                out.append(Change("upsert", copy_row(copy, now_ms=now)))
-                if copy.move_from:
-                    source = current.get(f"{copy.segment_id}@{copy.move_from}")
-                    if source is not None and source["sequence_name"] == "LOADED":
-                        leaving = replace(
-                            copy_from_row(source), state=CopyState.DROPPING, since_ms=now
-                        )
-                        out.append(Change("upsert", copy_row(leaving, now_ms=now)))
-            return Decision(out, sum(1 for c in out if c.row["id"] in ids))
-
-        return transact(
-            self.store,
-            copies_partition(datasource),
-            decide,
-            operation="segment_loaded",
-            condition=of_kind(COPY),
-            policy=self.policy,
-        )
+        return record_loaded(self.store, datasource, batch, version, policy=self.policy)
 
     def _drop(self, volume: Volume, datasource: str) -> int:
         mine = [c for c in copies_of(self.store, datasource) if c.volume == volume.name]
@@ -450,20 +388,4 @@ class Coordinator:
         kept = {c.key for c in mine if c.state != CopyState.DROPPING}
         drop_rows(self.spark, volume, datasource, sorted({c.key for c in dropping} - kept))
         ids = {c.row_id for c in dropping}
-
-        def decide(state: PartitionState) -> Decision[int]:
-            rows = [
-                r
-                for r in state.of(COPY)
-                if r["id"] in ids and r["sequence_name"] == CopyState.DROPPING.name
-            ]
-            return Decision([Change("delete", r) for r in rows], len(rows))
-
-        return transact(
-            self.store,
-            copies_partition(datasource),
-            decide,
-            operation="segment_dropped",
-            condition=of_kind(COPY),
-            policy=self.policy,
-        )
+        return record_dropped(self.store, datasource, ids, policy=self.policy)

@@ -12,8 +12,8 @@ per run, and ingestion and compaction commits on the datasource must not conflic
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -23,7 +23,14 @@ from segmentlake.core.spec_reader import safe_repr
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.errors import SpecError
 from segmentlake.metadata.records import Row, metadata_row
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.scope import Scope
+from segmentlake.metadata.store import (
+    Change,
+    MetadataStore,
+    PartitionState,
+    ScopeTooNarrow,
+    now_ms,
+)
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 
 __all__ = [
@@ -36,6 +43,10 @@ __all__ = [
     "copies_partition",
     "copy_from_row",
     "copy_row",
+    "copy_rows_scope",
+    "record_copy_changes",
+    "record_dropped",
+    "record_loaded",
     "remove_volume",
     "set_coordinator_config",
     "set_decommissioning",
@@ -77,6 +88,14 @@ class SegmentCopy:
     @property
     def row_id(self) -> str:
         return f"{self.segment_id}@{self.volume}"
+
+
+def copy_rows_scope(row_ids: Iterable[str]) -> Scope:
+    """The scope of the copy rows ``row_ids`` (``<segment id>@<volume>``): a copy row has no
+    time range in a scope, so each is its key. A commit that reads only these conflicts only
+    with commits that changed one of them: two volumes' loaders, or a loader and the
+    coordinator's run over other copies, never decide again for each other."""
+    return Scope.of(keys=(f"{COPY}:{row_id}" for row_id in row_ids))
 
 
 def copy_row(copy: SegmentCopy, *, now_ms: int) -> Row:
@@ -258,3 +277,136 @@ def set_coordinator_config(
         policy=policy,
     )
     return config
+
+
+# -- the coordinator's commits of copies -----------------------------------------------------
+# Each reads only the copy rows it decides on (copy_rows_scope): at 10^5 copies of a
+# datasource and a loader per volume, a scope of the whole partition made every loader decide
+# again (re-reading every copy) whenever another volume's loader or the run committed first.
+
+CopyChange = tuple[str, "SegmentCopy | None", SegmentCopy]
+
+
+def record_copy_changes(
+    store: MetadataStore,
+    datasource: str,
+    items: Sequence[CopyChange],
+    *,
+    policy: RetryPolicy | None = None,
+) -> int:
+    """Commit a coordinator run's planned copy changes of ``datasource``, each only if the
+    copy is still as the plan saw it: ``("insert", None, new)`` a new LOADING copy (none by
+    its id yet), ``("drop", old, new)`` a LOADED copy now DROPPING, ``("delete", old, old)``
+    a copy still in ``old``'s state forgotten. Returns the changes made."""
+
+    def decide(state: PartitionState) -> Decision[int]:
+        now = now_ms()
+        current = {r["id"]: r for r in state.of(COPY)}
+        out: list[Change] = []
+        for op, old, new in items:
+            row = current.get(new.row_id)
+            if op == "insert" and row is None:
+                out.append(Change("insert", copy_row(new, now_ms=now)))
+            elif op == "drop" and row is not None and row["sequence_name"] == "LOADED":
+                out.append(Change("upsert", copy_row(new, now_ms=now)))
+            elif (
+                op == "delete"
+                and old is not None
+                and row is not None
+                and row["sequence_name"] == old.state.name
+            ):
+                out.append(Change("delete", row))
+        return Decision(out, len(out))
+
+    return transact(
+        store,
+        copies_partition(datasource),
+        decide,
+        operation="coordinator_run",
+        condition=pc.field("kind") == COPY,
+        scope=copy_rows_scope(new.row_id for _, _, new in items),
+        policy=policy,
+    )
+
+
+def record_loaded(
+    store: MetadataStore,
+    datasource: str,
+    batch: Sequence[SegmentCopy],
+    table_version: int,
+    *,
+    policy: RetryPolicy | None = None,
+) -> int:
+    """Mark the copies of ``batch`` still LOADING as LOADED at their volume table's
+    ``table_version`` (one cancelled meanwhile is left for the next drop) and, for a move,
+    its source copy DROPPING; returns the copies marked."""
+    ids = {c.row_id for c in batch}
+    wanted = ids | {f"{c.segment_id}@{c.move_from}" for c in batch if c.move_from}
+
+    def decide(state: PartitionState) -> Decision[int]:
+        now = now_ms()
+        current = {r["id"]: r for r in state.of(COPY)}
+        out: list[Change] = []
+        for row_id in ids:
+            row = current.get(row_id)
+            if row is None or row["sequence_name"] != "LOADING":
+                continue  # cancelled meanwhile: its rows go with the next drop
+            copy = replace(
+                copy_from_row(row), state=CopyState.LOADED, table_version=table_version,
+                since_ms=now,
+            )  # fmt: skip
+            out.append(Change("upsert", copy_row(copy, now_ms=now)))
+            if copy.move_from:
+                source_id = f"{copy.segment_id}@{copy.move_from}"
+                if not _read(state, source_id):  # the copy was planned again, from elsewhere
+                    raise ScopeTooNarrow(f"copy {row_id} now moves from {copy.move_from}")
+                source = current.get(source_id)
+                if source is not None and source["sequence_name"] == "LOADED":
+                    leaving = replace(copy_from_row(source), state=CopyState.DROPPING, since_ms=now)
+                    out.append(Change("upsert", copy_row(leaving, now_ms=now)))
+        return Decision(out, sum(1 for c in out if c.row["id"] in ids))
+
+    return transact(
+        store,
+        copies_partition(datasource),
+        decide,
+        operation="segment_loaded",
+        condition=pc.field("kind") == COPY,
+        scope=copy_rows_scope(wanted),
+        policy=policy,
+    )
+
+
+def _read(state: PartitionState, row_id: str) -> bool:
+    """Whether ``state`` read copy row ``row_id`` (whether or not there is one)."""
+    return state.scope.everything or f"{COPY}:{row_id}" in state.scope.keys
+
+
+def record_dropped(
+    store: MetadataStore,
+    datasource: str,
+    row_ids: Iterable[str],
+    *,
+    policy: RetryPolicy | None = None,
+) -> int:
+    """Forget the copies ``row_ids`` that are still DROPPING (their rows are gone from their
+    volume's table); returns how many."""
+    ids = set(row_ids)
+
+    def decide(state: PartitionState) -> Decision[int]:
+        rows = [
+            r
+            for r in state.of(COPY)
+            if r["id"] in ids and r["sequence_name"] == CopyState.DROPPING.name
+        ]
+        return Decision([Change("delete", r) for r in rows], len(rows))
+
+    return transact(
+        store,
+        copies_partition(datasource),
+        decide,
+        operation="segment_dropped",
+        condition=pc.field("kind") == COPY,
+        scope=copy_rows_scope(ids),
+        policy=policy,
+    )

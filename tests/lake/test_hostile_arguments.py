@@ -382,7 +382,8 @@ SPARK_CASES: list[tuple[str, Callable[[Lake, DataFrame, Any], object], Any, str]
         lambda lk, df, a: lk.read("wiki", filter=a),
         "user = ",
         r"filter 'user = ' is not a boolean Spark SQL condition over the columns "
-        r"\['__time', 'user', 'edits'\]: \[PARSE_SYNTAX_ERROR\] Syntax error at or near end of input",
+        r"\['__time', 'user', 'edits'\]: \[PARSE_SYNTAX_ERROR\] "
+        r"Syntax error at or near end of input",
     ),
     (
         # Spark's expr() alone would read the trailing AND as an alias: all of user = 'a'.

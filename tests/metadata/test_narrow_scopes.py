@@ -18,6 +18,15 @@ from segmentlake.core.compaction_jobs import (
     RunningCompaction,
 )
 from segmentlake.core.interval import Interval
+from segmentlake.core.storage_tiers import CopyState, LoadReason
+from segmentlake.metadata.cluster_records import (
+    COPY,
+    SegmentCopy,
+    copies_partition,
+    record_copy_changes,
+    record_dropped,
+    record_loaded,
+)
 from segmentlake.metadata.compaction_records import RUNNING, running_row
 from segmentlake.metadata.rule_records import rule_history, rules_of, set_rules
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
@@ -159,3 +168,113 @@ def test_an_abandon_decides_again_over_a_commit_on_its_own_day(tmp_path: Path) -
     assert log.retries == {"compaction_abandon": 1}
     left = MetadataStore(warehouse).rows(DATASOURCE, kinds=[RUNNING])
     assert [r["id"] for r in left] == [_unrelated_row(DAY)["id"]]
+
+
+# -- the coordinator's commits of segment copies ----------------------------------------------
+
+
+def _copy(segment: str, volume: str, state: CopyState, move_from: str | None = None) -> SegmentCopy:
+    return SegmentCopy(
+        datasource=DATASOURCE,
+        segment_id=segment,
+        volume=volume,
+        state=state,
+        reason=LoadReason.BALANCE if move_from else LoadReason.LOAD,
+        key=f"key-{segment}",
+        start_ms=DAY.start_millis,
+        end_ms=DAY.end_millis,
+        size_bytes=100,
+        move_from=move_from,
+    )
+
+
+def _states(warehouse: str) -> dict[str, str]:
+    rows = MetadataStore(warehouse).rows(copies_partition(DATASOURCE), kinds=[COPY])
+    return {r["id"]: r["sequence_name"] for r in rows}
+
+
+def _planned(store: MetadataStore, *copies: SegmentCopy) -> None:
+    record_copy_changes(store, DATASOURCE, [("insert", None, c) for c in copies])
+
+
+def test_loaders_of_two_volumes_do_not_decide_again_for_each_other(tmp_path: Path) -> None:
+    """Each volume's loader marks its own copies loaded; the other's commit landing between
+    its read and its commit changes none of them (before: every copy commit of a datasource
+    conflicted with every other)."""
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    a, b = _copy("s1", "vol-a", CopyState.LOADING), _copy("s1", "vol-b", CopyState.LOADING)
+    _planned(other, a, b)
+    store = _Interleaved(warehouse, lambda: record_loaded(other, DATASOURCE, [b], 7))
+    with recording_commits() as log:
+        assert record_loaded(store, DATASOURCE, [a], 3) == 1
+    assert log.commits == {"segment_loaded": 2}
+    assert log.retries == {}
+    assert _states(warehouse) == {a.row_id: "LOADED", b.row_id: "LOADED"}
+
+
+def test_a_run_and_a_drop_of_other_copies_do_not_conflict(tmp_path: Path) -> None:
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    gone = _copy("s1", "vol-a", CopyState.DROPPING)
+    _planned(other, gone)
+    new = _copy("s2", "vol-b", CopyState.LOADING)
+    store = _Interleaved(warehouse, lambda: _planned(other, new))
+    with recording_commits() as log:
+        assert record_dropped(store, DATASOURCE, [gone.row_id]) == 1
+    assert log.retries == {}
+    assert _states(warehouse) == {new.row_id: "LOADING"}
+
+
+def test_a_loader_decides_again_when_its_copy_was_cancelled_meanwhile(tmp_path: Path) -> None:
+    """The control: the run forgetting the very copy being loaded is a conflict, and the
+    loader, deciding again, marks nothing (its rows go with the next drop)."""
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    a = _copy("s1", "vol-a", CopyState.LOADING)
+    _planned(other, a)
+    cancel = [("delete", a, a)]
+    store = _Interleaved(
+        warehouse,
+        lambda: record_copy_changes(other, DATASOURCE, cancel),
+    )
+    with recording_commits() as log:
+        assert record_loaded(store, DATASOURCE, [a], 3) == 0
+    assert log.retries == {"segment_loaded": 1}
+    assert _states(warehouse) == {}
+
+
+def test_a_move_marks_its_source_dropping_in_the_same_commit(tmp_path: Path) -> None:
+    warehouse = str(tmp_path)
+    store = MetadataStore(warehouse)
+    source = _copy("s1", "vol-a", CopyState.LOADED)
+    moved = _copy("s1", "vol-b", CopyState.LOADING, move_from="vol-a")
+    _planned(store, source, moved)
+    assert record_loaded(store, DATASOURCE, [moved], 5) == 1
+    assert _states(warehouse) == {source.row_id: "DROPPING", moved.row_id: "LOADED"}
+
+
+def test_a_move_planned_again_from_elsewhere_reads_wider_and_still_drops_its_source(
+    tmp_path: Path,
+) -> None:
+    """The copy being loaded was forgotten and planned again as a move from another volume
+    between the loader's read and its commit: the new source is outside what the loader
+    read, so it reads the whole partition and marks that source dropping."""
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    first = _copy("s1", "vol-b", CopyState.LOADING)
+    source = _copy("s1", "vol-c", CopyState.LOADED)
+    _planned(other, first, source)
+    again = _copy("s1", "vol-b", CopyState.LOADING, move_from="vol-c")
+
+    def replan() -> None:
+        record_copy_changes(other, DATASOURCE, [("delete", first, first)])
+        _planned(other, again)
+
+    store = _Interleaved(warehouse, replan)
+    assert record_loaded(store, DATASOURCE, [first], 3) == 1
+    assert _states(warehouse) == {again.row_id: "LOADED", source.row_id: "DROPPING"}
