@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
@@ -45,7 +46,14 @@ from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
 from segmentlake.metadata.queries import of_kind
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments_from_rows
-from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
+from segmentlake.metadata.scope import Scope
+from segmentlake.metadata.store import (
+    Change,
+    MetadataStore,
+    PartitionState,
+    ScopeTooNarrow,
+    now_ms,
+)
 from segmentlake.metadata.table_log import TableLog
 from segmentlake.metadata.transaction import Decision, RetryPolicy, transact
 from segmentlake.metadata.visible_clips import drop_unreferenced_clips
@@ -259,8 +267,9 @@ def _delete_records(
     interval: Interval | None,
     policy: RetryPolicy | None,
 ) -> _Killed:
+    cutoff = now_ms() - older_than_ms
+
     def decide(state: PartitionState) -> Decision[_Killed]:
-        cutoff = now_ms() - older_than_ms
         rows = state.of(SEGMENT)
         segments = segments_from_rows(rows)
         used_keys = {data_key(s) for row, s in zip(rows, segments, strict=True) if row["used"]}
@@ -268,10 +277,10 @@ def _delete_records(
         doomed: list[tuple[Row, DataSegment]] = []
         kept: list[SegmentId] = []
         for row, segment in zip(rows, segments, strict=True):
-            if row["used"] or row["updated_ms"] is None or row["updated_ms"] > cutoff:
+            if not _candidate(row, segment, cutoff, interval):
                 continue
-            if interval is not None and not interval.contains(segment.interval):
-                continue
+            if not _all_read(state.scope, segment):  # marked unused since the scope was made
+                raise ScopeTooNarrow(f"unused segment {segment.id} reaches beyond the read")
             if data_key(segment) in used_keys:
                 kept.append(segment.id)
             else:
@@ -286,14 +295,53 @@ def _delete_records(
         result = _Killed(tuple(s.id for _, s in doomed), tuple(kept), keys)
         return Decision([Change("delete", row) for row, _ in doomed], result)
 
+    def scope() -> Scope:
+        return _candidates_scope(store, datasource, cutoff, interval)
+
     return transact(
         store,
         datasource,
         decide,
         operation="kill",
         condition=of_kind(SEGMENT),
+        scope=scope,
         policy=policy,
     )
+
+
+def _candidate(row: Row, segment: DataSegment, cutoff: int, interval: Interval | None) -> bool:
+    """Whether a segment record is one to kill: unused since ``cutoff`` or before, and
+    wholly inside ``interval`` when one is given."""
+    if row["used"] or row["updated_ms"] is None or row["updated_ms"] > cutoff:
+        return False
+    return interval is None or interval.contains(segment.interval)
+
+
+def _all_read(scope: Scope, segment: DataSegment) -> bool:
+    """Whether ``scope`` holds every record that may share ``segment``'s rows: those are
+    upgraded copies of them, whose intervals overlap the rows' interval
+    (:mod:`segmentlake.metadata.upgrade`), so the segment's interval and its rows' must be
+    read whole."""
+    spans = (segment.interval, segment.rows_interval)
+    return all(scope.covers_range(s.start_millis, s.end_millis) for s in spans)
+
+
+def _candidates_scope(
+    store: MetadataStore, datasource: str, cutoff: int, interval: Interval | None
+) -> Scope:
+    """The time ranges of the segments a kill would remove (their intervals and their rows'),
+    found by a read outside the transaction: the kill reads and decides on only those days.
+    A kill of old unused segments then never decides again over appends to other days, and
+    never re-reads a datasource of 10^5 records to do so (it did: its scope was all of it)."""
+    unused = (pc.field("used") == False) & (pc.field("updated_ms") <= cutoff)  # noqa: E712
+    columns = (*SEGMENT_COLUMNS, "used", "updated_ms")
+    rows = store.rows(datasource, unused, kinds=[SEGMENT], columns=columns)
+    ranges: list[tuple[int, int]] = []
+    for row, segment in zip(rows, segments_from_rows(rows), strict=True):
+        if _candidate(row, segment, cutoff, interval):
+            for span in (segment.interval, segment.rows_interval):
+                ranges.append((span.start_millis, span.end_millis))
+    return Scope.of(ranges)
 
 
 def _referenced_keys(store: MetadataStore, datasource: str) -> set[str]:

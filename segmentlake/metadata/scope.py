@@ -37,6 +37,7 @@ def _merged(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple((s, e) for s, e in out)
 
 
+_FAR = 2**63  # beyond any end: (start, _FAR) sorts after every range starting at start
 # From this many ranges on, merging runs in numpy (the scope of a 10^5-segment publish).
 _MANY = 512
 
@@ -98,6 +99,13 @@ class Scope:
             return start < end
         i = bisect.bisect_left(self.ranges, (end,))  # the ranges from here start at or after end
         return start < end and i > 0 and self.ranges[i - 1][1] > start
+
+    def covers_range(self, start: int, end: int) -> bool:
+        """Whether every instant of ``[start, end)`` is in the scope's time ranges."""
+        if self.everything or start >= end:
+            return True
+        i = bisect.bisect_right(self.ranges, (start, _FAR))  # ranges starting at or before
+        return i > 0 and self.ranges[i - 1][0] <= start and self.ranges[i - 1][1] >= end
 
     def to_json(self) -> dict[str, Any]:
         if self.everything:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from segmentlake.compact.control import read_config, set_config
+from segmentlake.compact.kill import _delete_records  # the records step alone, no Spark
 from segmentlake.compact.reservation import Reservation
 from segmentlake.core.compaction_jobs import (
     ChunkKey,
@@ -18,6 +19,8 @@ from segmentlake.core.compaction_jobs import (
     RunningCompaction,
 )
 from segmentlake.core.interval import Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.core.storage_tiers import CopyState, LoadReason
 from segmentlake.metadata.cluster_records import (
     COPY,
@@ -28,6 +31,7 @@ from segmentlake.metadata.cluster_records import (
     record_loaded,
 )
 from segmentlake.metadata.compaction_records import RUNNING, running_row
+from segmentlake.metadata.records import SEGMENT, segment_row
 from segmentlake.metadata.rule_records import rule_history, rules_of, set_rules
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
 from segmentlake.metadata.transaction import Decision, recording_commits, transact
@@ -278,3 +282,101 @@ def test_a_move_planned_again_from_elsewhere_reads_wider_and_still_drops_its_sou
     store = _Interleaved(warehouse, replan)
     assert record_loaded(store, DATASOURCE, [first], 3) == 1
     assert _states(warehouse) == {again.row_id: "LOADED", source.row_id: "DROPPING"}
+
+
+# -- kill: the records step ---------------------------------------------------------------------
+
+
+def _records(store: MetadataStore, *rows: dict[str, Any]) -> None:
+    def decide(state: PartitionState) -> Decision[None]:
+        return Decision([Change("upsert", r) for r in rows], None)
+
+    transact(store, DATASOURCE, decide, operation="seed")
+
+
+def _seg(interval: Interval, version: str, key: str, rows: Interval | None = None) -> DataSegment:
+    spans = {} if rows is None else {"interval": str(rows)}  # an upgraded copy's rows
+    return DataSegment(
+        DATASOURCE,
+        interval,
+        version,
+        NumberedShardSpec(0, 0),
+        load_spec={"type": "delta", "segment": key, **spans},
+        num_rows=10,
+        size=100,
+    )
+
+
+def _left(warehouse: str) -> list[str]:
+    rows = MetadataStore(warehouse).rows(DATASOURCE, kinds=[SEGMENT])
+    return sorted(str(r["id"]) for r in rows)
+
+
+LONG_AGO = now_ms() - 86_400_000
+
+
+def test_a_kill_does_not_decide_again_over_an_append_to_another_day(tmp_path: Path) -> None:
+    """A kill reads the days of what it removes: an append on another day that lands
+    between its read and its commit is no conflict (before: it read the whole datasource,
+    and re-read every record of it for each append that won)."""
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    old = _seg(DAY, "v1", "k-old")
+    _records(other, segment_row(old, used=False, now_ms=LONG_AGO))
+    appended = _seg(OTHER_DAY, "v2", "k-new")
+    store = _Interleaved(
+        warehouse, lambda: _records(other, segment_row(appended, used=True, now_ms=now_ms()))
+    )
+    with recording_commits() as log:
+        killed = _delete_records(store, DATASOURCE, 3_600_000, None, None)
+    assert killed.killed == (old.id,)
+    assert killed.keys == frozenset({"k-old"})
+    assert log.retries == {}
+    assert _left(warehouse) == [str(appended.id)]
+
+
+def test_a_kill_decides_again_when_a_copy_of_its_rows_is_published_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """The control: an upgraded copy of the unused segment's rows published on its day
+    between the kill's read and commit is a conflict, and deciding again the kill keeps
+    the rows' key (a record still references it)."""
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    old = _seg(DAY, "v1", "k-old")
+    _records(other, segment_row(old, used=False, now_ms=LONG_AGO))
+    copy = _seg(DAY, "v3", "k-old")
+    store = _Interleaved(
+        warehouse, lambda: _records(other, segment_row(copy, used=True, now_ms=now_ms()))
+    )
+    with recording_commits() as log:
+        killed = _delete_records(store, DATASOURCE, 3_600_000, None, None)
+    assert log.retries == {"kill": 1}
+    assert (killed.killed, killed.kept, killed.keys) == ((), (old.id,), frozenset())
+    assert _left(warehouse) == sorted([str(old.id), str(copy.id)])
+
+
+def test_a_kill_reads_the_whole_span_of_a_copy_whose_rows_reach_past_its_chunk(
+    tmp_path: Path,
+) -> None:
+    """An unused upgraded copy in an hour whose rows span the day shares them with records
+    anywhere in that day: the kill reads the day, and keeps the key another copy, in
+    another hour of the day, still references (reading the hour alone, it would delete
+    rows a record still points at)."""
+    warehouse = str(tmp_path)
+    other = MetadataStore(warehouse)
+    other.create()
+    hour = Interval.parse("2024-01-01T05:00/PT1H")
+    copy = _seg(hour, "v2", "k-day", rows=DAY)
+    original = _seg(Interval.parse("2024-01-01T10:00/PT1H"), "v2", "k-day", rows=DAY)
+    _records(
+        other,
+        segment_row(copy, used=False, now_ms=LONG_AGO),
+        segment_row(original, used=False, now_ms=now_ms()),  # unused, but too recently
+    )
+    killed = _delete_records(other, DATASOURCE, 3_600_000, None, None)
+    assert killed.killed == (copy.id,)
+    assert killed.keys == frozenset()  # the original still references k-day
+    assert _left(warehouse) == [str(original.id)]

@@ -84,3 +84,19 @@ def test_overlaps_range_is_overlaps_of_a_one_range_scope(
         Scope.of([(start, start + length)])
     )
     assert EVERYTHING.overlaps_range(start, start + length) == (length > 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 10)), max_size=8),
+    st.integers(-5, 70),
+    st.integers(-3, 12),
+)
+def test_covers_range_is_every_instant_in_some_range(
+    spans: list[tuple[int, int]], start: int, length: int
+) -> None:
+    scope = Scope.of((s, s + n) for s, n in spans)
+    instants = range(start, start + length)
+    inside = all(any(s <= t < s + n for s, n in spans) for t in instants)
+    assert scope.covers_range(start, start + length) == inside
+    assert EVERYTHING.covers_range(start, start + length)
