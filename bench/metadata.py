@@ -7,6 +7,7 @@ Run from the repository root (warehouses under /tmp are created and removed):
     .venv/bin/python bench/metadata.py contention    # 8 processes on distinct chunks, 4 on one
     .venv/bin/python bench/metadata.py upkeep        # 10^5 commits, then size and read time
     .venv/bin/python bench/metadata.py inspect       # the CLI's inspection commands, no Spark
+    .venv/bin/python bench/metadata.py kill          # a kill's records step under appends
     .venv/bin/python bench/metadata.py all
 
 * **latency**: a datasource partition pre-filled with ``--records`` (10^5) used segment
@@ -30,6 +31,12 @@ Run from the repository root (warehouses under /tmp are created and removed):
 * **inspect**: a warehouse with ``--records`` (10^5) segment records, a few locks and a rule
   chain; each of ``segmentlake segments|timeline|locks|tasks|compaction-status|rules`` run as
   a new process (``--repeat``/10 times), wall clock from start to exit, output discarded.
+* **kill**: a partition of ``--records`` (10^5) used segment records over 1,000 days and 2
+  processes allocating append ids on two recent days without pause; meanwhile, round after
+  round, 10 segments of an old day are marked unused and a kill's records step
+  (``older_than_ms=0``, no Spark) removes them: its seconds and the decisions it redid,
+  with the shipped scope (the days of what it removes) and with the whole datasource as its
+  scope (what it read before 2026-12-02), each for ``--seconds``, in the same run.
 * **upkeep**: ``--commits`` (10^5) small commits from ``--writers`` processes; then the
   table's files, bytes and log entries, and a cold read of the partition in a new process.
 """
@@ -563,10 +570,63 @@ def inspect(records: int, repeat: int) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def kill_under_appends(records: int, seconds: float) -> dict[str, Any]:
+    from segmentlake.compact import kill as kill_module
+    from segmentlake.metadata.scope import EVERYTHING
+    from segmentlake.metadata.segments import set_used
+
+    shipped = kill_module._candidates_scope
+    out: dict[str, Any] = {}
+    for side in ("narrow", "whole"):
+        root = Path(tempfile.mkdtemp(prefix="bench-metadata-kill-"))
+        try:
+            warehouse = str(root / "wh")
+            lake = Lake(None, warehouse)
+            lake.metadata.create()
+            fill(lake, "bench", records, days=1000)
+            per_day = max(1, records // 1000)
+            take = min(10, per_day)  # segments of one old day killed per round
+            kill_module._candidates_scope = (  # type: ignore[assignment]
+                shipped if side == "narrow" else (lambda *_: EVERYTHING)
+            )
+            context = mp.get_context("spawn")
+            with context.Manager() as manager, context.Pool(2) as pool:
+                ready = manager.Barrier(3)  # the two writers and this process
+                jobs = [(warehouse, "distinct", 900 + w, ready, seconds, False) for w in range(2)]
+                writers = pool.map_async(_writer, jobs)
+                ready.wait()
+                kills: list[float] = []
+                redone = 0
+                while not writers.ready():
+                    n = len(kills)
+                    ids = [f"k{i}" for i in range(n * per_day, n * per_day + take)]
+                    rows = lake.metadata.rows("bench", pc.field("load_key").isin(ids))
+                    set_used(lake.metadata, "bench", [r["id"] for r in rows], used=False,
+                             operation="mark_unused")  # fmt: skip
+                    started = time.perf_counter()
+                    with recording_commits() as log:
+                        killed = kill_module._delete_records(lake.metadata, "bench", 0, None, None)
+                    kills.append(time.perf_counter() - started)
+                    redone += sum(log.retries.values())
+                    assert len(killed.killed) == take, killed
+                appended = sum(len(r["ids"]) for r in writers.get())
+            out[side] = {
+                "kills": len(kills),
+                "kill": percentiles(kills),
+                "kill_decisions_redone": redone,
+                "appends_meanwhile": appended,
+            }
+            print(side, json.dumps(out[side]), flush=True)
+        finally:
+            kill_module._candidates_scope = shipped  # type: ignore[assignment]
+            shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "what", choices=("latency", "scale", "contention", "upkeep", "inspect", "all")
+        "what", choices=("latency", "scale", "contention", "upkeep", "inspect", "kill", "all")
     )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=51)
@@ -588,6 +648,8 @@ def main() -> None:
         results["upkeep"] = upkeep(args.commits, args.writers)
     if args.what in ("inspect", "all"):
         results["inspect"] = inspect(args.records, args.repeat)
+    if args.what in ("kill", "all"):
+        results["kill"] = kill_under_appends(args.records, args.seconds)
     print(json.dumps(results, indent=2))
 
 
