@@ -217,6 +217,13 @@ def run_ingestion(
     _check_request(datasource, spec, mode, interval)
     if not isinstance(df, DataFrame):
         raise SpecError(f"rows must be a Spark DataFrame, got {type(df).__name__}")
+    if df.isStreaming:  # Spark would refuse it mid-task, with the task recorded as failed
+        raise SpecError(
+            f"rows is a streaming DataFrame, and lake.{mode} reads a batch DataFrame once. "
+            "Ingest a stream with segmentlake.streaming.append_stream(lake, stream, "
+            "datasource, spec, checkpoint_location=...), one append per micro-batch, exactly "
+            "once"
+        )
     check_task_options(task_id=task_id, priority=priority, lock_timeout_s=lock_timeout_s)
     if (mode == "compact") != (replacing is not None):
         raise SpecError("a compaction run, and only it, comes with what it replaces")

@@ -424,6 +424,22 @@ SPARK_CASES: list[tuple[str, Callable[[Lake, DataFrame, Any], object], Any, str]
     ),
     ("read tier of an empty name", lambda lk, df, a: lk.read("wiki", tier=a), "", "tier name"),
     (
+        # Spark refused it inside the task, after its ledger row and its lock were written.
+        "append of a streaming DataFrame",
+        lambda lk, df, a: lk.append(lk.spark.readStream.format(a).load(), "wiki", SPEC),
+        "rate",
+        r"rows is a streaming DataFrame, and lake.append reads a batch DataFrame once\. "
+        r"Ingest a stream with segmentlake.streaming.append_stream",
+    ),
+    (
+        "overwrite of a streaming DataFrame",
+        lambda lk, df, a: lk.overwrite(
+            lk.spark.readStream.format(a).load(), "wiki", SPEC, interval="2024-01-01/P1D"
+        ),
+        "rate",
+        r"rows is a streaming DataFrame, and lake.overwrite reads",
+    ),
+    (
         "handle view temporary flag of a number",
         lambda lk, df, a: lk.table("wiki").register_view("edits", temporary=a),
         1,
