@@ -12,7 +12,7 @@ per run, and ingestion and compaction commits on the datasource must not conflic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -318,15 +318,8 @@ def record_copy_changes(
                 out.append(Change("delete", row))
         return Decision(out, len(out))
 
-    return transact(
-        store,
-        copies_partition(datasource),
-        decide,
-        operation="coordinator_run",
-        condition=pc.field("kind") == COPY,
-        scope=copy_rows_scope(new.row_id for _, _, new in items),
-        policy=policy,
-    )
+    row_ids = [new.row_id for _, _, new in items]
+    return _transact_copies(store, datasource, decide, "coordinator_run", row_ids, policy)
 
 
 def record_loaded(
@@ -366,13 +359,25 @@ def record_loaded(
                     out.append(Change("upsert", copy_row(leaving, now_ms=now)))
         return Decision(out, sum(1 for c in out if c.row["id"] in ids))
 
+    return _transact_copies(store, datasource, decide, "segment_loaded", wanted, policy)
+
+
+def _transact_copies(
+    store: MetadataStore,
+    datasource: str,
+    decide: Callable[[PartitionState], Decision[int]],
+    operation: str,
+    row_ids: Iterable[str],
+    policy: RetryPolicy | None,
+) -> int:
+    """One commit of ``datasource``'s copy rows, reading only ``row_ids``."""
     return transact(
         store,
         copies_partition(datasource),
         decide,
-        operation="segment_loaded",
+        operation=operation,
         condition=pc.field("kind") == COPY,
-        scope=copy_rows_scope(wanted),
+        scope=copy_rows_scope(row_ids),
         policy=policy,
     )
 
@@ -401,12 +406,4 @@ def record_dropped(
         ]
         return Decision([Change("delete", r) for r in rows], len(rows))
 
-    return transact(
-        store,
-        copies_partition(datasource),
-        decide,
-        operation="segment_dropped",
-        condition=pc.field("kind") == COPY,
-        scope=copy_rows_scope(ids),
-        policy=policy,
-    )
+    return _transact_copies(store, datasource, decide, "segment_dropped", ids, policy)
