@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
@@ -44,7 +43,7 @@ from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.spec_reader import check_flag
 from segmentlake.errors import SpecError
 from segmentlake.faults import crash_point
-from segmentlake.metadata.queries import of_kind
+from segmentlake.metadata.queries import of_kind, unused_segments_since
 from segmentlake.metadata.records import SEGMENT, SEGMENT_COLUMNS, Row, segments_from_rows
 from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import (
@@ -333,9 +332,8 @@ def _candidates_scope(
     found by a read outside the transaction: the kill reads and decides on only those days.
     A kill of old unused segments then never decides again over appends to other days, and
     never re-reads a datasource of 10^5 records to do so (it did: its scope was all of it)."""
-    unused = (pc.field("used") == False) & (pc.field("updated_ms") <= cutoff)  # noqa: E712
     columns = (*SEGMENT_COLUMNS, "used", "updated_ms")
-    rows = store.rows(datasource, unused, kinds=[SEGMENT], columns=columns)
+    rows = store.rows(datasource, unused_segments_since(cutoff), kinds=[SEGMENT], columns=columns)
     ranges: list[tuple[int, int]] = []
     for row, segment in zip(rows, segments_from_rows(rows), strict=True):
         if _candidate(row, segment, cutoff, interval):

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from segmentlake.metadata.records import SEGMENT
 
-__all__ = ["USED_SEGMENTS", "Condition", "either", "of_kind", "row_of"]
+__all__ = ["USED_SEGMENTS", "Condition", "either", "of_kind", "row_of", "unused_segments_since"]
 
 # What a metadata read filters on (opaque outside this package).
 Condition: TypeAlias = pc.Expression
@@ -44,3 +44,9 @@ def either(*conditions: Condition) -> Condition:
 
 
 USED_SEGMENTS: Condition = of_kind(SEGMENT) & pc.field("used")
+
+
+def unused_segments_since(cutoff_ms: int) -> Condition:
+    """Segment records marked unused at ``cutoff_ms`` or before (what a kill may remove)."""
+    unused = of_kind(SEGMENT) & ~pc.field("used")
+    return unused & (pc.field("updated_ms") <= cutoff_ms)
