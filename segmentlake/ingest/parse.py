@@ -24,7 +24,7 @@ from segmentlake.core.ingest_spec import ExpressionTransform, IngestionSpec, Met
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
 from segmentlake.core.names import quote_identifier, sql_string
 from segmentlake.errors import SpecError
-from segmentlake.spark.user_sql import spark_sql_errors, user_expression, with_user_sql
+from segmentlake.spark.user_sql import user_expression, with_user_sql
 
 __all__ = [
     "CHUNK",
@@ -143,26 +143,24 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
         outside = f"{ms} < {interval.start_millis} OR {ms} >= {interval.end_millis}"
         rejections.append((OUTSIDE_INTERVAL, outside))
 
-    transformed = frame
-
-    def bad_filter() -> str:  # only the filter can fail here
-        columns = [c for c in transformed.columns if c != _RAW_MS]
-        return (
-            f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
-            f"condition over the input columns {columns}"
-        )
-
     if spec.transform_spec.filter is not None:  # its errors, before it goes inside a CASE
+        over = frame
+
+        def bad_filter() -> str:
+            return (
+                f"transformSpec.filter {spec.transform_spec.filter!r} is not a valid Spark SQL "
+                f"condition over the input columns {over.columns}"
+            )
+
         with_user_sql(frame.where, spec.transform_spec.filter, bad_filter)
-    with spark_sql_errors(bad_filter):
-        frame = frame.withColumn(_RAW_MS, F.expr(in_range))
-        parsed = {
-            TIME: F.expr(floor_millis_sql(granularity.query_granularity, ms)),
-            CHUNK: F.expr(floor_millis_sql(granularity.segment_granularity, ms)),
-            **{metric_input(m): F.expr(typed[m.name].sql) for m in spec.metrics if m.field_name},
-            REASON: _first_reason(rejections, spec.transform_spec.filter),
-        }
-        frame = frame.withColumns(parsed)
+    frame = frame.withColumn(_RAW_MS, F.expr(in_range))
+    parsed = {
+        TIME: F.expr(floor_millis_sql(granularity.query_granularity, ms)),
+        CHUNK: F.expr(floor_millis_sql(granularity.segment_granularity, ms)),
+        **{metric_input(m): F.expr(typed[m.name].sql) for m in spec.metrics if m.field_name},
+        REASON: _first_reason(rejections, spec.transform_spec.filter),
+    }
+    frame = frame.withColumns(parsed)
     return ParsedInput(frame, dimensions, ts_col, tuple(text for text, _ in rejections))
 
 

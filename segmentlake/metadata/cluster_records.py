@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from segmentlake.core.spec_reader import safe_repr
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.errors import SpecError
+from segmentlake.metadata.queries import of_kind
 from segmentlake.metadata.records import Row, metadata_row
 from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import (
@@ -376,7 +377,7 @@ def _transact_copies(
         copies_partition(datasource),
         decide,
         operation=operation,
-        condition=pc.field("kind") == COPY,
+        condition=of_kind(COPY),
         scope=copy_rows_scope(row_ids),
         policy=policy,
     )
