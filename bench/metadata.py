@@ -8,6 +8,7 @@ Run from the repository root (warehouses under /tmp are created and removed):
     .venv/bin/python bench/metadata.py upkeep        # 10^5 commits, then size and read time
     .venv/bin/python bench/metadata.py inspect       # the CLI's inspection commands, no Spark
     .venv/bin/python bench/metadata.py kill          # a kill's records step under appends
+    .venv/bin/python bench/metadata.py busy          # an append's publish into busy chunks
     .venv/bin/python bench/metadata.py all
 
 * **latency**: a datasource partition pre-filled with ``--records`` (10^5) used segment
@@ -37,6 +38,10 @@ Run from the repository root (warehouses under /tmp are created and removed):
   (``older_than_ms=0``, no Spark) removes them: its seconds and the decisions it redid,
   with the shipped scope (the days of what it removes) and with the whole datasource as its
   scope (what it read before 2026-12-02), each for ``--seconds``, in the same run.
+* **busy**: an append's publish (decide and commit, no visible-table sync) of 72 HOUR segments,
+  one per hour of 3 days, after ``--appends`` (100) such appends have filled those chunks with
+  7,200 segments; into the 72 HOUR chunks, and into 3 DAY chunks that the HOUR appends join
+  (a stream's days after a major compaction to DAY); p50/p99 of 20.
 * **upkeep**: ``--commits`` (10^5) small commits from ``--writers`` processes; then the
   table's files, bytes and log entries, and a cold read of the partition in a new process.
 """
@@ -623,10 +628,53 @@ def kill_under_appends(records: int, seconds: float) -> dict[str, Any]:
     return out
 
 
+# -- an append into busy chunks ------------------------------------------------------------
+
+
+def busy_chunks(appends: int, repeat: int) -> dict[str, Any]:
+    """An append's publish (decide + commit, syncs deferred) of 72 HOUR segments, one per
+    hour of 3 days, after ``appends`` such appends: into 72 HOUR chunks, and into 3 DAY
+    chunks the HOUR appends join (what a stream meets after a major compaction to DAY)."""
+    from segmentlake.metadata.append_publish import publish_append
+    from segmentlake.metadata.visible_table import syncs_deferred
+
+    out: dict[str, Any] = {"segments_before": appends * 72}
+    ds = "stream"
+    for chunks in ("hour", "day"):
+        root = Path(tempfile.mkdtemp(prefix="bench-busy-"))
+        try:
+            lake = Lake(None, str(root / "wh"))
+
+            def append(name: str, intervals: list[Interval], lake: Lake = lake) -> float:
+                def make(req: AllocateRequest, sid: Any, core: int) -> DataSegment:
+                    spec = NumberedShardSpec(sid.partition_num, core)
+                    load = {"type": "delta", "segment": f"{name}.{req.sequence_name}"}
+                    return DataSegment(ds, sid.interval, sid.version, spec, load, num_rows=30)
+
+                requests = [AllocateRequest(iv, f"{name}|{i}") for i, iv in enumerate(intervals)]
+                started = time.perf_counter()
+                publish_append(lake.lockbox, ds, requests, make, group_id=name)
+                return time.perf_counter() - started
+
+            with syncs_deferred():
+                if chunks == "day":
+                    append("days", [day(d) for d in range(3)])
+                for n in range(appends):
+                    append(f"a{n}", [hour(h) for h in range(72)])
+                times = [append(f"t{n}", [hour(h) for h in range(72)]) for n in range(repeat)]
+            out[f"into {chunks} chunks"] = percentiles(times)
+            time.sleep(1.0)  # let the store's upkeep thread finish before the files go
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "what", choices=("latency", "scale", "contention", "upkeep", "inspect", "kill", "all")
+        "what",
+        choices=("latency", "scale", "contention", "upkeep", "inspect", "kill", "busy", "all"),
     )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=51)
@@ -634,6 +682,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--commits", type=int, default=100_000)
+    parser.add_argument("--appends", type=int, default=100, help="busy: appends before timing")
     args = parser.parse_args()
     results: dict[str, Any] = {"command": " ".join(sys.argv)}
     if args.what in ("latency", "all"):
@@ -650,6 +699,8 @@ def main() -> None:
         results["inspect"] = inspect(args.records, args.repeat)
     if args.what in ("kill", "all"):
         results["kill"] = kill_under_appends(args.records, args.seconds)
+    if args.what in ("busy", "all"):
+        results["busy"] = busy_chunks(args.appends, min(args.repeat, 20))
     print(json.dumps(results, indent=2))
 
 

@@ -12,7 +12,7 @@ previous segment id): asking again returns the id already allocated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow.compute as pc
@@ -52,7 +52,15 @@ from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, PartitionState, ScopeTooNarrow, now_ms
 from segmentlake.metadata.transaction import Decision, transact
 
-__all__ = ["AllocateRequest", "ChunkSlot", "allocate", "check_space", "chunk_for", "refused"]
+__all__ = [
+    "AllocateRequest",
+    "ChunkRows",
+    "ChunkSlot",
+    "allocate",
+    "check_space",
+    "chunk_for",
+    "refused",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +143,7 @@ def allocate(
             (lk.interval.start_millis, lk.interval.end_millis, lk)
             for lk in map(lock_from_row, state.of(LOCK))
         )
-        rows = IntervalIndex(
-            (r["start_ms"], r["end_ms"], r) for r in state.of(SEGMENT) + state.of(PENDING)
-        )
+        rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING))
         chunks: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
         changes = expired_lock_deletes(state, at)
         results = []
@@ -231,42 +237,68 @@ def check_space(partition_num: int, overwrite: bool) -> None:
         raise SpecError(f"chunk is out of partition ids: {partition_num} > {high}")
 
 
+class ChunkRows:
+    """The segment and pending rows a decision read, by chunk (interval, then version), to
+    answer :func:`chunk_for` without scanning them: HOUR appends into a DAY chunk of
+    thousands of segments asked the same question of every row once per hour (an append's
+    publish spent more time there than in its commit while compaction ran)."""
+
+    __slots__ = ("_by_interval", "_index", "_slots")
+
+    def __init__(self, rows: Iterable[Row]) -> None:
+        by_interval: dict[tuple[int, int], dict[str, list[Row]]] = {}
+        for row in rows:
+            versions = by_interval.setdefault((row["start_ms"], row["end_ms"]), {})
+            versions.setdefault(row["version"], []).append(row)
+        self._by_interval = by_interval
+        # In the order rows first named each interval: ties between chunks resolve as they
+        # would over the rows themselves.
+        self._index = IntervalIndex((s, e, (s, e)) for s, e in by_interval)
+        self._slots: dict[tuple[tuple[int, int], str, bool], tuple[int, int]] = {}
+
+    def overlapping(self, interval: Interval) -> list[tuple[int, int]]:
+        """The distinct chunk intervals that share an instant with ``interval``."""
+        return self._index.overlapping(interval.start_millis, interval.end_millis)
+
+    def newest_version(self, span: tuple[int, int]) -> str:
+        return max(self._by_interval[span])
+
+    def slot(self, interval: Interval, version: str, overwrite: bool) -> ChunkSlot:
+        """The chunk ``(interval, version)`` with its next free id and core partitions."""
+        key = (interval.key, version, overwrite)
+        found = self._slots.get(key)
+        if found is None:
+            rows = self._by_interval.get(interval.key, {}).get(version, [])
+            low = NON_ROOT_GENERATION_PARTITION_ID_MIN if overwrite else 0
+            high = (
+                NON_ROOT_GENERATION_PARTITION_ID_MAX
+                if overwrite
+                else FIRST_GENERATION_PARTITION_ID_MAX
+            )
+            taken = [r["partition_num"] for r in rows if low <= r["partition_num"] <= high]
+            found = self._slots[key] = (max(taken, default=low - 1) + 1, _core_partitions(rows))
+        return ChunkSlot(interval, version, *found)
+
+
 def chunk_for(
-    index: IntervalIndex[Row], interval: Interval, overwrite_version: str | None, at: int
+    chunks: ChunkRows, interval: Interval, overwrite_version: str | None, at: int
 ) -> ChunkSlot:
     """The chunk a new segment of ``interval`` goes into, and its next free partition id."""
-    rows = index.overlapping(interval.start_millis, interval.end_millis)
-    containing = [
-        r
-        for r in rows
-        if r["start_ms"] <= interval.start_millis and r["end_ms"] >= interval.end_millis
-    ]
     if overwrite_version is not None:
-        version = overwrite_version
-    elif containing:
+        return chunks.slot(interval, overwrite_version, True)
+    spans = chunks.overlapping(interval)
+    containing = [s for s in spans if s[0] <= interval.start_millis and s[1] >= interval.end_millis]
+    if containing:
         # Appends join the existing chunk that holds this interval, in its highest version.
-        best = max(containing, key=lambda r: r["version"])
-        interval = Interval.of_millis(best["start_ms"], best["end_ms"])
-        version = best["version"]
-    elif rows:
+        best = max(containing, key=chunks.newest_version)
+        return chunks.slot(Interval.of_millis(*best), chunks.newest_version(best), False)
+    if spans:
         raise SpecError(
             f"cannot append into {interval}: it overlaps existing chunks "
-            f"{sorted({str(Interval.of_millis(r['start_ms'], r['end_ms'])) for r in rows})} "
+            f"{sorted({str(Interval.of_millis(*s)) for s in spans})} "
             "of another segment granularity; append with the existing granularity or overwrite"
         )
-    else:
-        version = next_version((), at)
-    in_chunk = [
-        r for r in rows if (r["start_ms"], r["end_ms"]) == interval.key and r["version"] == version
-    ]
-    low = NON_ROOT_GENERATION_PARTITION_ID_MIN if overwrite_version is not None else 0
-    high = (
-        NON_ROOT_GENERATION_PARTITION_ID_MAX
-        if overwrite_version is not None
-        else (FIRST_GENERATION_PARTITION_ID_MAX)
-    )
-    taken = [r["partition_num"] for r in in_chunk if low <= r["partition_num"] <= high]
-    return ChunkSlot(interval, version, max(taken, default=low - 1) + 1, _core_partitions(in_chunk))
+    return chunks.slot(interval, next_version((), at), False)
 
 
 def _core_partitions(rows: list[Row]) -> int:

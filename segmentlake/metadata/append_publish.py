@@ -31,6 +31,7 @@ from segmentlake.core.locks import LockGranularity, LockRequest, LockType, decid
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.metadata.allocation import (
     AllocateRequest,
+    ChunkRows,
     ChunkSlot,
     check_space,
     chunk_for,
@@ -139,9 +140,7 @@ def _segments(
         (lk.interval.start_millis, lk.interval.end_millis, lk)
         for lk in map(lock_from_row, state.of(LOCK))
     )
-    rows = IntervalIndex(
-        (r["start_ms"], r["end_ms"], r) for r in state.of(SEGMENT) + state.of(PENDING)
-    )
+    rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING))
     slots: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
     ids: list[tuple[AllocateRequest, SegmentId, ChunkSlot]] = []
     revoked: dict[str, Change] = {}

@@ -25,6 +25,7 @@ leaves the table one step behind until the next sync of that datasource (any com
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -47,6 +48,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.schema import Schema
 from deltalake.transaction import AddAction, RemoveAction
 
+from segmentlake.core.interval import Interval
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, datasource_table_path
 from segmentlake.core.timeline import VISIBLE, winning_pieces
 from segmentlake.metadata.records import SEGMENT
@@ -684,11 +686,17 @@ def _rows_range(payload: str | None, chunk: _ChunkId) -> tuple[int, int]:
         load = orjson.loads(payload).get("loadSpec") or {}
         text = load.get("interval")
         if isinstance(text, str):
-            from segmentlake.core.interval import Interval
-
-            interval = Interval.parse(text)
-            return interval.start_millis, interval.end_millis
+            return _span_of(text)
     return chunk.start, chunk.end
+
+
+@functools.lru_cache(maxsize=4096)
+def _span_of(interval_text: str) -> tuple[int, int]:
+    """An interval's text in epoch ms. Cached: a sync meets each upgraded copy's interval
+    on every copy of the chunk it copies (~900 parses a sync, 15 µs each, while an
+    append stream's segments were being compacted)."""
+    interval = Interval.parse(interval_text)
+    return interval.start_millis, interval.end_millis
 
 
 def _clipped(
