@@ -350,7 +350,7 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
 # few distinct values): that one is keyed by its canonical copy, so the memo holds each
 # text once, not once per record.
 _MEMO_COLUMNS = tuple(c for c in SEGMENT_COLUMNS if c != "shared")
-_MEMO_SEGMENTS = 65_536
+_MEMO_SEGMENTS = 32_768  # a stream's busy chunks hold ~10^4; memory: docs/decisions.md
 _BUILT: dict[tuple[Any, ...], DataSegment] = {}
 _SHARED_TEXTS: dict[str | None, str | None] = {}
 
