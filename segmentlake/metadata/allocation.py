@@ -261,6 +261,7 @@ class ChunkRows:
         return self._index.overlapping(interval.start_millis, interval.end_millis)
 
     def newest_version(self, span: tuple[int, int]) -> str:
+        """The highest version among the rows of chunk interval ``span``."""
         return max(self._by_interval[span])
 
     def slot(self, interval: Interval, version: str, overwrite: bool) -> ChunkSlot:

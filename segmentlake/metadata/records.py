@@ -326,8 +326,8 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
 
     A segment is a function of exactly those columns, so each is built once per process
     while it stays in a bounded memo: every append's publish reads the used segments of the
-    chunks it appends to again, thousands in a stream's busy chunks, and building them was
-    a third of its decision."""
+    chunks it appends to again, thousands in a stream's busy chunks, and rebuilding them
+    each time was the largest part of its decision."""
     builder = _SegmentBuilder()
     memo, texts = _BUILT, _SHARED_TEXTS
     with collection_paused():  # 10^5 new objects and no garbage

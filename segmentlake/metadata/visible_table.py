@@ -692,9 +692,9 @@ def _rows_range(payload: str | None, chunk: _ChunkId) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=4096)
 def _span_of(interval_text: str) -> tuple[int, int]:
-    """An interval's text in epoch ms. Cached: a sync meets each upgraded copy's interval
-    on every copy of the chunk it copies (~900 parses a sync, 15 µs each, while an
-    append stream's segments were being compacted)."""
+    """An interval's text in epoch ms. Cached: every sync meets the same few texts again,
+    one per segment an upgraded copy copies (docs/decisions.md, "Measurements behind the
+    code")."""
     interval = Interval.parse(interval_text)
     return interval.start_millis, interval.end_millis
 
