@@ -155,6 +155,9 @@ class DataSegment:
     schema: SegmentSchema | None = None
     # The id, made on first use (it is asked for again and again while publishing).
     _id: SegmentId | None = field(default=None, init=False, repr=False, compare=False)
+    # The hash, made on first use: a timeline puts every segment in several sets and dicts,
+    # and each lookup built and hashed a new identity tuple (~16,000 per append into busy chunks).
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name("datasource", self.datasource)
@@ -240,6 +243,7 @@ class DataSegment:
         set_binary_version(segment, binary_version)
         set_schema(segment, schema)
         _set_id(segment, None)
+        _set_hash(segment, None)
         return segment
 
     @property
@@ -273,7 +277,11 @@ class DataSegment:
         return self._identity() == other._identity()
 
     def __hash__(self) -> int:
-        return hash(self._identity())
+        found = self._hash
+        if found is None:
+            found = hash(self._identity())
+            _set_hash(self, found)
+        return found
 
     def __repr__(self) -> str:
         return f"DataSegment({self.id})"
@@ -377,6 +385,7 @@ _SLOT_SETTERS: tuple[Callable[[DataSegment, Any], None], ...] = tuple(
 
 # The cached id's slot setter (a frozen dataclass refuses plain assignment).
 _set_id: Callable[[DataSegment, SegmentId | None], None] = vars(DataSegment)["_id"].__set__
+_set_hash: Callable[[DataSegment, int | None], None] = vars(DataSegment)["_hash"].__set__
 
 _SCALARS = (str, int, float, bool, type(None))
 

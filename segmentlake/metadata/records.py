@@ -44,6 +44,7 @@ __all__ = [
     "PendingSegment",
     "Row",
     "TableSource",
+    "forget_row_dicts",
     "lease_key",
     "lease_row",
     "lock_from_row",
@@ -329,10 +330,16 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
     chunks it appends to again, thousands in a stream's busy chunks, and rebuilding them
     each time was the largest part of its decision."""
     builder = _SegmentBuilder()
-    memo, texts = _BUILT, _SHARED_TEXTS
+    memo, texts, by_row = _BUILT, _SHARED_TEXTS, _BY_ROW
     with collection_paused():  # 10^5 new objects and no garbage
         out = []
         for row in rows:
+            # The very dict seen before (a transaction's rows come from the metadata fold's
+            # memo): no key to build. The entry holds the dict, so its id is not reused.
+            seen = by_row.get(id(row))
+            if seen is not None and seen[0] is row:
+                out.append(seen[1])
+                continue
             text = row.get("shared")
             key = (*map(row.get, _MEMO_COLUMNS), texts.setdefault(text, text))
             seg = memo.get(key)
@@ -342,6 +349,9 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
                     memo.clear()  # a bound, not an eviction policy: refilled within a call
                     texts.clear()
                 memo[key] = seg
+            if len(by_row) >= _MEMO_SEGMENTS:
+                by_row.clear()
+            by_row[id(row)] = (row, seg)
             out.append(seg)
         return out
 
@@ -353,6 +363,13 @@ _MEMO_COLUMNS = tuple(c for c in SEGMENT_COLUMNS if c != "shared")
 _MEMO_SEGMENTS = 32_768  # a stream's busy chunks hold ~10^4; memory: docs/decisions.md
 _BUILT: dict[tuple[Any, ...], DataSegment] = {}
 _SHARED_TEXTS: dict[str | None, str | None] = {}
+_BY_ROW: dict[int, tuple[Row, DataSegment]] = {}
+
+
+def forget_row_dicts() -> None:
+    """Let go of the record dicts :func:`segments_from_rows` keeps to know them again (the
+    metadata store's memo of row dicts calls it when it lets go of its own)."""
+    _BY_ROW.clear()
 
 
 def segments_from_table(datasource: str, table: pa.Table) -> list[DataSegment]:

@@ -17,6 +17,7 @@ period is rebuilt from the files instead.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -34,6 +35,7 @@ KEY_SEPARATOR = "\x1f"
 # allocations) is kept in one chunk, which costs less to rebuild than to scan in pieces.
 _MAX_CHUNKS = 32
 _SMALL_KIND_ROWS = 20_000
+_FOLD_TOKENS = itertools.count()
 
 
 def key_column(table: pa.Table) -> pa.Array:
@@ -231,6 +233,10 @@ class PartitionFold:
         # When a cold read left a full fold's deletions out (None: it never did); until they
         # are past retention, this fold lacks deletions a lagging reader may need.
         self.tombstones_skipped_ms: int | None = None
+        # Names this fold's rows in the process's memo of row dicts (see
+        # metadata.store._memo_pylist): a rebuilt fold (another table at the path, say)
+        # gets a new one, so it never takes the dicts of rows it does not hold.
+        self.memo_token = next(_FOLD_TOKENS)
 
     @property
     def empty(self) -> bool:

@@ -20,6 +20,7 @@ so a heartbeat renews all of a group's rows with one one-row commit.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import operator
 import random
@@ -48,6 +49,7 @@ from segmentlake.metadata.records import (
     TABLE_SCHEMA,
     TIME_KINDS,
     Row,
+    forget_row_dicts,
     lease_key,
     scope_of_rows,
     scope_of_table,
@@ -138,6 +140,11 @@ class Change:
 
 # A state of at most this many rows makes all its rows into dicts on the first ``of``.
 _SMALL_STATE_ROWS = 2048
+# Rows of one kind from which a state takes their dicts from the fold's memo (fewer are
+# made faster than looked up), and the most dicts the memo keeps (~1.9 KB each: 63 MB).
+_MEMO_FROM_ROWS = 256
+_MEMO_ROWS = 32_768
+_ROW_MEMO: dict[tuple[Any, ...], Row] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +171,8 @@ class PartitionState:
     scope: Scope = EVERYTHING
     _tables: dict[str, pa.Table] = field(default_factory=dict, compare=False, repr=False)
     _rows: dict[str, list[Row]] = field(default_factory=dict, compare=False, repr=False)
+    # The fold's token in the memo of row dicts (see _memo_pylist); None: rows made anew.
+    _memo_token: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def few_rows(self) -> bool:
@@ -185,7 +194,12 @@ class PartitionState:
             for row in _pylist(self.datasource, self.table):
                 self._rows.setdefault(row["kind"], []).append(row)
             return self._rows.setdefault(kind, [])
-        rows = self._rows[kind] = _pylist(self.datasource, self.table_of(kind))
+        table = self.table_of(kind)
+        if self._memo_token is None:
+            rows = _pylist(self.datasource, table)
+        else:
+            rows = _memo_pylist(self.datasource, table, self._memo_token)
+        self._rows[kind] = rows
         return rows
 
     def table_of(self, kind: str) -> pa.Table:
@@ -265,7 +279,7 @@ class MetadataStore:
             self._catch_up(datasource, fold, held)
             leases = fold.of_kinds((LEASE,))
         table, scope = _with_leases(table, leases, scope)
-        return PartitionState(datasource, version, table, scope)
+        return PartitionState(datasource, version, table, scope, _memo_token=fold.memo_token)
 
     def rows(
         self,
@@ -1105,6 +1119,31 @@ def _pylist(datasource: str, table: pa.Table) -> list[Row]:
     names = ("datasource", *table.column_names)
     columns = [[datasource] * table.num_rows, *(c.to_pylist() for c in table.columns)]
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def _memo_pylist(datasource: str, table: pa.Table, token: int) -> list[Row]:
+    """:func:`_pylist` of ``table``, rows of the fold ``token`` names, taking the dicts of
+    row versions made before from the process's bounded memo (a row version is its (kind,
+    id, rev); ``expires_ms`` too, which a lease changes where it is read). A publish into
+    busy chunks reads the same 10^4 segment records on every attempt of every append, and
+    making their dicts was the largest share of its decision (docs/decisions.md,
+    "Measurements behind the code"). The dicts are shared by every state that read those
+    versions: decisions copy a row to change it, never assign into one."""
+    if table.num_rows < _MEMO_FROM_ROWS:
+        return _pylist(datasource, table)
+    columns = (table[c].to_pylist() for c in ("kind", "id", "rev", "expires_ms"))
+    keys = list(zip(itertools.repeat(token), *columns))
+    memo = _ROW_MEMO
+    rows: list[Row | None] = [memo.get(k) for k in keys]
+    missing = [i for i, row in enumerate(rows) if row is None]
+    if missing:
+        made = _pylist(datasource, table.take(pa.array(missing, pa.int64())))
+        if len(memo) + len(made) > _MEMO_ROWS:
+            memo.clear()  # versions of rows long gone would otherwise pile up
+            forget_row_dicts()  # and would be kept alive there
+        for i, row in zip(missing, made, strict=True):
+            rows[i] = memo[keys[i]] = row
+    return rows  # type: ignore[return-value]  # every None was filled
 
 
 def _versions(changes: Sequence[Change], batches: Sequence[ChangeBatch], *, rev: int) -> pa.Table:

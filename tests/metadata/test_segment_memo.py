@@ -67,3 +67,24 @@ def test_state_columns_do_not_matter_and_the_memo_stays_bounded(
     assert [s.to_json() for s in segments_from_rows(rows)] == described
     assert [s.to_json() for s in segments_from_rows(later)] == described
     assert len(records._BUILT) <= 4
+
+
+def test_the_same_record_dict_again_is_its_segment_with_no_key_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A transaction's rows are the fold memo's dicts: the very dict seen before gives its
+    segment by identity, and a dict of other columns never takes another's."""
+    monkeypatch.setattr(records, "_MEMO_SEGMENTS", 8)
+    segments = [seg(load_spec={"type": "delta", "segment": f"k{i}"}) for i in range(20)]
+    rows = [segment_row(s, used=True, now_ms=1) for s in segments]
+    segments_from_rows(rows)
+    again = segments_from_rows(rows)
+    assert [s.to_json() for s in again] == [s.to_json() for s in segments]
+    assert len(records._BY_ROW) <= 8
+    few = rows[:3]
+    pairs = zip(segments_from_rows(few), segments_from_rows(few), strict=True)
+    assert all(a is b for a, b in pairs)
+    for i in range(50):  # dicts made and dropped: their ids are reused for other records
+        other = seg(load_spec={"type": "delta", "segment": f"x{i}"})
+        (built,) = segments_from_rows([segment_row(other, used=True, now_ms=1)])
+        assert built.to_json() == other.to_json()
