@@ -38,6 +38,7 @@ from segmentlake.core.spec_reader import check_flag, check_int, check_number
 from segmentlake.core.storage_tiers import CoordinatorConfig, CopyState, LoadReason, Volume
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.faults import crash_point
+from segmentlake.metadata.cleanup import mark_overshadowed_unused
 from segmentlake.metadata.cluster_records import (
     SegmentCopy,
     coordinator_config,
@@ -70,6 +71,7 @@ class CoordinatorReport:
     dead_volumes: list[str] = field(default_factory=list)
     forgotten_copies: int = 0
     marked_unused: int = 0
+    overshadowed_unused: int = 0
     alerts: list[str] = field(default_factory=list)
     loaded: int = 0
     dropped: int = 0
@@ -85,7 +87,8 @@ class CoordinatorReport:
             f"unreplicated {s.unreplicated}, unavailable {s.unavailable}; queued {s.loads} loads, "
             f"{s.replicas} replicas, {s.decommission_moves} decommission moves, "
             f"{s.balance_moves} balance moves, {s.drops} drops, {s.cancels} cancels; "
-            f"retired {self.marked_unused}; loaded {self.loaded}, dropped {self.dropped}, "
+            f"retired {self.marked_unused}, overshadowed marked unused "
+            f"{self.overshadowed_unused}; loaded {self.loaded}, dropped {self.dropped}, "
             f"failed {self.failed_loads}; alerts {len(self.alerts)}; "
             f"plan {self.seconds.get('plan', 0):.2f}s, run {self.seconds.get('total', 0):.1f}s"
         )
@@ -147,6 +150,9 @@ class Coordinator:
         committed = time.perf_counter()
         report.forgotten_copies = self._commit_copies(view, plan)
         report.marked_unused = self._retire(view, plan)
+        report.overshadowed_unused = self._mark_overshadowed(
+            view.config.mark_segment_as_unused_delay_millis
+        )
         seconds["commit"] = time.perf_counter() - committed
         self._remember_unavailable(view, plan)
         report.alerts = [str(view.segments[int(i)].id) for i in plan.alerts]
@@ -310,6 +316,19 @@ class Coordinator:
         if changed:
             logger.info("retention rules marked %d segments unused", changed)
         return changed
+
+    def _mark_overshadowed(self, delay_ms: int) -> int:
+        """Druid's cleanup duty: mark unused what has been fully overshadowed for at least
+        ``delay_ms`` (no read changes: the timeline is the same without it), so timelines and
+        every decision over them stay the size of what is served."""
+        marked = 0
+        for datasource in self._datasources():
+            marked += len(
+                mark_overshadowed_unused(
+                    self.store, datasource, overshadowed_for_ms=delay_ms, policy=self.policy
+                )
+            )
+        return marked
 
     def _remember_unavailable(self, view: _ClusterView, plan: CoordinatorPlan) -> None:
         self._unavailable_since = {

@@ -131,6 +131,7 @@ _CONFIG_KEYS = {
     "segmentLoadingMaxSecondsBeforeAlerting": "segment_loading_max_seconds_before_alerting",
     "balancerMinCostReduction": "balancer_min_cost_reduction",
     "killUnusedAfterSeconds": "kill_unused_after_seconds",
+    "markSegmentAsUnusedDelayMillis": "mark_segment_as_unused_delay_millis",
     "seed": "seed",
 }
 # The three queue shares, in LoadReason order, with their defaults: a share left out takes
@@ -227,6 +228,13 @@ class CoordinatorConfig:
       trade segments back and forth (apache/druid#3354).
     * ``kill_unused_after_seconds`` — when set, each run kills (deletes) segments unused for
       longer than this (Druid's ``druid.coordinator.kill.*``); off by default, as in Druid.
+    * ``mark_segment_as_unused_delay_millis`` — each run marks unused the segments that have
+      been fully overshadowed for at least this long (Druid's cleanup duty,
+      ``MarkOvershadowedSegmentsAsUnused``, 15 minutes by default as in Druid). Druid counts
+      the delay from the coordinator's start, to be sure its view of the metadata is
+      complete; a run here reads the metadata's current version, so the delay is counted
+      per segment instead, from the commit that overshadowed it: the window in which marking
+      the newer data unused still falls back to it.
     """
 
     max_segments_in_node_loading_queue: int = 500
@@ -241,6 +249,7 @@ class CoordinatorConfig:
     segment_loading_max_seconds_before_alerting: float = 900.0
     balancer_min_cost_reduction: float = 0.01
     kill_unused_after_seconds: float | None = None
+    mark_segment_as_unused_delay_millis: int = 900_000
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -274,6 +283,11 @@ class CoordinatorConfig:
         )
         if self.kill_unused_after_seconds is not None:
             check_number(self.kill_unused_after_seconds, "killUnusedAfterSeconds", minimum=0)
+        check_int(
+            self.mark_segment_as_unused_delay_millis,
+            "markSegmentAsUnusedDelayMillis",
+            minimum=0,
+        )
         # numpy seeds its generator with non-negative integers.
         check_int(self.seed, "seed", minimum=0)
 

@@ -19,6 +19,7 @@ import logging
 import pyarrow.compute as pc
 
 from segmentlake.core.segment import SegmentId
+from segmentlake.core.spec_reader import check_int
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.metadata.records import SEGMENT, segments_from_rows
 from segmentlake.metadata.store import Change, MetadataStore, PartitionState, now_ms
@@ -30,14 +31,23 @@ logger = logging.getLogger(__name__)
 
 
 def mark_overshadowed_unused(
-    store: MetadataStore, datasource: str, *, policy: RetryPolicy | None = None
+    store: MetadataStore,
+    datasource: str,
+    *,
+    overshadowed_for_ms: int = 0,
+    policy: RetryPolicy | None = None,
 ) -> list[SegmentId]:
     """Mark every fully overshadowed used segment of ``datasource`` unused (``updated_ms`` =
     now, the start of its kill retention) in one commit; return their ids (none: no commit).
+    With ``overshadowed_for_ms``, only those whose record has not changed for that long: a
+    record's ``visibility`` is rewritten, with ``updated_ms``, by the commit that overshadows
+    it, so that is how long it has been overshadowed at least (the coordinator's delay).
 
     >>> [str(i) for i in mark_overshadowed_unused(store, "wiki")]  # doctest: +SKIP
     ['wiki_2024-01-01T00:00:00.000Z_2024-01-02T00:00:00.000Z_2024-05-01T00:00:00.000Z']
     """
+
+    check_int(overshadowed_for_ms, "overshadowed_for_ms", minimum=0)
 
     def decide(state: PartitionState) -> Decision[list[SegmentId]]:
         rows = state.of(SEGMENT)
@@ -46,10 +56,11 @@ def mark_overshadowed_unused(
         if not overshadowed:
             return Decision((), [])
         at = now_ms()
+        since = at - overshadowed_for_ms
         changes = []
         marked = []
         for row, segment in zip(rows, segments, strict=True):
-            if segment.id in overshadowed:
+            if segment.id in overshadowed and row["updated_ms"] <= since:
                 # Overshadowed: no other segment's state depends on it.
                 changes.append(
                     Change("upsert", {**row, "used": False, "visibility": None, "updated_ms": at})

@@ -5,6 +5,7 @@ a used segment still serves, never a recent unpublished write), and VACUUM remov
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +23,7 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.errors import SpecError
 from segmentlake.lake import Lake
+from segmentlake.metadata.cleanup import mark_overshadowed_unused
 from segmentlake.metadata.records import SEGMENT, segment_row
 from segmentlake.metadata.store import Change, now_ms
 from segmentlake.metadata.transaction import Decision, transact
@@ -121,6 +123,29 @@ def test_cleanup_then_kill_removes_exactly_the_unused_data(spark: SparkSession, 
     assert visible(lake) == before
     assert parquet_files(lake, old_key) == []  # VACUUM removed the files from disk
     assert all(parquet_files(lake, k) for k in used_keys)
+
+
+@pytest.mark.spark
+def test_the_coordinator_marks_what_has_been_overshadowed_for_its_delay(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """Druid's cleanup duty in every coordinator run, counted per segment from the commit
+    that overshadowed it: within the delay, marking the newer data unused still falls back
+    to the older; after it, the older is unused and reads are unchanged."""
+    old = overwritten_day(spark, lake)
+    before = visible(lake)
+    assert mark_overshadowed_unused(lake.metadata, DS, overshadowed_for_ms=3_600_000) == []
+    report = lake.coordinator().run_once(execute=False)  # the default delay: 15 minutes
+    assert report.overshadowed_unused == 0
+    assert set(old) <= set(lake.used_segments(DS))
+    time.sleep(0.05)
+    lake.set_coordinator_config({"markSegmentAsUnusedDelayMillis": 10})
+    report = lake.coordinator().run_once(execute=False)
+    assert report.overshadowed_unused == 1
+    assert "overshadowed marked unused 1" in report.summary()
+    assert not set(old) & set(lake.used_segments(DS))
+    assert visible(lake) == before
+    assert lake.coordinator().run_once(execute=False).overshadowed_unused == 0
 
 
 @pytest.mark.spark

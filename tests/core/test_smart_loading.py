@@ -335,3 +335,17 @@ def test_smart_loading_is_a_json_flag() -> None:
     assert CoordinatorConfig().to_json()["smartSegmentLoading"] is True
     with pytest.raises(SpecError, match="smartSegmentLoading must be true or false"):
         CoordinatorConfig.from_json({"smartSegmentLoading": "false"})
+
+
+def test_the_cleanup_delay_is_druids_and_checked() -> None:
+    config = CoordinatorConfig()
+    assert config.mark_segment_as_unused_delay_millis == 900_000  # Druid's 15 minutes
+    assert config.to_json()["markSegmentAsUnusedDelayMillis"] == 900_000
+    assert (
+        CoordinatorConfig.from_json({"markSegmentAsUnusedDelayMillis": 0}).to_json()[
+            "markSegmentAsUnusedDelayMillis"
+        ]
+        == 0
+    )
+    with pytest.raises(SpecError, match="markSegmentAsUnusedDelayMillis"):
+        CoordinatorConfig.from_json({"markSegmentAsUnusedDelayMillis": -1})
