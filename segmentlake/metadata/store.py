@@ -1129,7 +1129,9 @@ def _memo_pylist(datasource: str, table: pa.Table, token: int) -> list[Row]:
     making their dicts was the largest share of its decision (docs/decisions.md,
     "Measurements behind the code"). The dicts are shared by every state that read those
     versions: decisions copy a row to change it, never assign into one."""
-    if table.num_rows < _MEMO_FROM_ROWS:
+    if not _MEMO_FROM_ROWS <= table.num_rows <= _MEMO_ROWS:
+        # More rows than the memo holds (a cleanup of 10^5 segments) would only empty it
+        # and fill it again on every read, at the cost of the keys on top of the dicts.
         return _pylist(datasource, table)
     columns = (table[c].to_pylist() for c in ("kind", "id", "rev", "expires_ms"))
     keys = list(zip(itertools.repeat(token), *columns))

@@ -127,16 +127,32 @@ def test_another_table_at_the_path_starts_a_memo_of_its_own(tmp_path: Path) -> N
 def test_the_memo_stays_bounded_and_stays_right(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "_MEMO_ROWS", MANY + 10)
+    monkeypatch.setattr(store_module, "_MEMO_ROWS", MANY + 60)
+    monkeypatch.setattr(store_module, "_ROW_MEMO", {})
+    monkeypatch.setattr(records, "_BY_ROW", {})
     store = MetadataStore(str(tmp_path / "wh"))
     insert(store, built_segment_records(MANY))
-    monkeypatch.setattr(records, "_BY_ROW", {})
     segments_from_rows(store.read(DS).of(SEGMENT))  # knows those dicts again by identity
-    assert len(records._BY_ROW) == MANY
-    insert(store, built_segment_records(50, first=MANY))  # past the bound: the memo restarts
+    assert len(records._BY_ROW) == len(store_module._ROW_MEMO) == MANY
+    # New versions of every row: the memo is full, so it starts again.
+    insert(store, [{**r, "num_rows": 7} for r in store.read(DS).of(SEGMENT)])
     state = store.read(DS)
     rows = state.of(SEGMENT)
-    assert len(rows) == MANY + 50
+    assert {r["num_rows"] for r in rows} == {7}
     assert rows == _pylist(DS, state.table_of(SEGMENT))
-    assert len(store_module._ROW_MEMO) <= MANY + 10
+    assert len(store_module._ROW_MEMO) == MANY
     assert not records._BY_ROW  # and keeps no dict alive through the segments' memo
+
+
+def test_more_rows_than_the_memo_holds_are_not_memoized(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read larger than the bound (a cleanup of 10^5 segments) would fill the memo past it
+    and keep every dict alive after the read."""
+    monkeypatch.setattr(store_module, "_MEMO_ROWS", MANY - 1)
+    monkeypatch.setattr(store_module, "_ROW_MEMO", {})
+    store = MetadataStore(str(tmp_path / "wh"))
+    insert(store, built_segment_records(MANY))
+    state = store.read(DS)
+    assert state.of(SEGMENT) == _pylist(DS, state.table_of(SEGMENT))
+    assert not store_module._ROW_MEMO
