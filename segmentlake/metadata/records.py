@@ -334,8 +334,9 @@ def segments_from_rows(rows: Iterable[Row]) -> list[DataSegment]:
     with collection_paused():  # 10^5 new objects and no garbage
         out = []
         for row in rows:
-            # The very dict seen before (a transaction's rows come from the metadata fold's
-            # memo): no key to build. The entry holds the dict, so its id is not reused.
+            # The very dict seen before (a transaction's rows come from the metadata store's
+            # memo of row dicts): no key to build. The entry holds the dict, so its id is not
+            # reused.
             seen = by_row.get(id(row))
             if seen is not None and seen[0] is row:
                 out.append(seen[1])

@@ -140,7 +140,7 @@ class Change:
 
 # A state of at most this many rows makes all its rows into dicts on the first ``of``.
 _SMALL_STATE_ROWS = 2048
-# Rows of one kind from which a state takes their dicts from the fold's memo (fewer are
+# Rows of one kind from which a state takes their dicts from the process's memo (fewer are
 # made faster than looked up), and the most dicts the memo keeps (~1.9 KB each: 63 MB).
 _MEMO_FROM_ROWS = 256
 _MEMO_ROWS = 32_768
@@ -1130,8 +1130,8 @@ def _memo_pylist(datasource: str, table: pa.Table, token: int) -> list[Row]:
     "Measurements behind the code"). The dicts are shared by every state that read those
     versions: decisions copy a row to change it, never assign into one."""
     if not _MEMO_FROM_ROWS <= table.num_rows <= _MEMO_ROWS:
-        # More rows than the memo holds (a cleanup of 10^5 segments) would only empty it
-        # and fill it again on every read, at the cost of the keys on top of the dicts.
+        # More rows than the memo holds (a cleanup of 10^5 segments) would fill it past its
+        # bound and keep every one of them alive after the read.
         return _pylist(datasource, table)
     columns = (table[c].to_pylist() for c in ("kind", "id", "rev", "expires_ms"))
     keys = list(zip(itertools.repeat(token), *columns))
