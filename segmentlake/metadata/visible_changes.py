@@ -32,7 +32,7 @@ from segmentlake.metadata.scope import NOTHING, Scope
 from segmentlake.metadata.segment_files import Mark, SegmentFiles
 from segmentlake.metadata.store import MetadataStore
 
-__all__ = ["Synced", "around", "changed_keys", "changes_timeline"]
+__all__ = ["ROW_VERSION", "Synced", "around", "changed_keys", "changes_timeline"]
 
 # Metadata commits read to learn what changed; further behind, the whole diff is as cheap.
 RECORDS_SCANNED = 2_000
@@ -45,7 +45,8 @@ class Synced:
     """What a sync left: the visible table at ``table`` (a follower's mark) held exactly the
     files that the metadata at ``metadata_version`` (of table ``metadata_id``) serves from
     the datasource table at ``source``; ``records`` are the visible segment records it read
-    (``load_key``, ``start_ms`` and ``end_ms`` at least)."""
+    (``load_key``, ``start_ms`` and ``end_ms`` at least; with the :data:`ROW_VERSION` columns
+    a sync tells which of them changed, not only where)."""
 
     metadata_id: str | None
     metadata_version: int
@@ -88,9 +89,16 @@ def changed_keys(
         return None
     keys = {k for k in in_source.values() if k is not None}
     keys.update(k for k in in_table.values() if k is not None)
-    if time:
+    if not time:
+        return keys
+    if synced.records_later or not _has_row_versions(synced.records):
+        # Not the visible records of the time: every key in the time written may differ.
         keys.update(_keys_overlapping(synced.records, time))
         keys.update(_keys_overlapping(records, time))
+    else:
+        keys.update(
+            _keys_changed_within(synced.records, records, time, since=synced.metadata_version)
+        )
     return keys
 
 
@@ -135,6 +143,56 @@ def _written(
         if scope.everything or len(scope.ranges) > _MAX_RANGES:
             return None
     return scope.ranges
+
+
+# A record's id and the metadata version that wrote it (each commit stamps the rows it writes
+# with its own version): a record whose row was not written again is the record it was.
+ROW_VERSION = ("id", "rev")
+
+
+def _has_row_versions(records: pa.Table) -> bool:
+    return all(name in records.column_names for name in ROW_VERSION)
+
+
+def _keys_changed_within(
+    before: pa.Table, after: pa.Table, ranges: tuple[tuple[int, int], ...], *, since: int
+) -> set[str]:
+    """The keys whose served rows can differ between the visible records ``before`` (read at
+    metadata version ``since`` or later) and ``after``, where every record that differs lies
+    within ``ranges``: the keys of records that came or went (a row not written since
+    ``since`` is the record it was, and serves the same rows unless the chunks around it
+    changed), and of every record overlapping a chunk that came or went (which time a chunk
+    wins depends only on the chunks overlapping it). An append into a chunk of thousands of
+    segments names one key, not the thousands (docs/decisions.md, "The visible table")."""
+    old = before.filter(pa.array(_overlapping(before, ranges)))
+    new = after.filter(pa.array(_overlapping(after, ranges)))
+    unchanged = pc.fill_null(pc.less_equal(new["rev"], since), False)
+    came = new.filter(pc.invert(unchanged))
+    kept = new["id"].filter(unchanged)
+    went = old.filter(pc.invert(pc.fill_null(pc.is_in(old["id"], value_set=kept), False)))
+    keys = {k for t in (went, came) for k in t["load_key"].to_pylist() if k is not None}
+    moved = _chunks(old) ^ _chunks(new)
+    if moved:
+        spans = Scope.of((start, end) for start, end, _ in moved)
+        keys.update(_keys_overlapping(new, spans.ranges))
+    return keys
+
+
+def _chunks(records: pa.Table) -> set[tuple[int, int, str]]:
+    """The distinct chunks (interval and version) of ``records``."""
+    chunks = (
+        records.select(["start_ms", "end_ms", "version"])
+        .group_by(["start_ms", "end_ms", "version"])
+        .aggregate([])
+    )
+    return set(
+        zip(
+            chunks["start_ms"].to_pylist(),
+            chunks["end_ms"].to_pylist(),
+            chunks["version"].to_pylist(),
+            strict=True,
+        )
+    )
 
 
 def _keys_overlapping(records: pa.Table, ranges: tuple[tuple[int, int], ...]) -> set[str]:

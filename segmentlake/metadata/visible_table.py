@@ -57,6 +57,7 @@ from segmentlake.metadata.store import MetadataStore
 from segmentlake.metadata.table_log import TableLog, local_path
 from segmentlake.metadata.visible_changes import (
     RECORDS_SCANNED,
+    ROW_VERSION,
     Synced,
     around,
     changed_keys,
@@ -241,8 +242,7 @@ def _sync(
         )
         whole = diffed is None
         keys_diffed = wanted.served if diffed is None else diffed
-        kept = records.select(["load_key", "start_ms", "end_ms"])
-        done = Synced(store.table.table_id, metadata_version, table.mark, source.mark, kept)
+        done = Synced(store.table.table_id, metadata_version, table.mark, source.mark, records)
         if not adds and not removes and not foreign_tip:
             followed.synced = done
             return SyncReport(
@@ -563,7 +563,10 @@ def _visible_records(store: MetadataStore, datasource: str) -> pa.Table:
     return records.select(_SERVING_COLUMNS).filter(visible)
 
 
-_SERVING_COLUMNS = ("start_ms", "end_ms", "version", "shard_type", "load_key", "shared", "payload")
+# With the row versions, by which the next sync tells the records that changed.
+_SERVING_COLUMNS = (
+    "start_ms", "end_ms", "version", "shard_type", "load_key", "shared", "payload", *ROW_VERSION
+)  # fmt: skip
 
 
 def _served(records: pa.Table) -> dict[str, _Served]:

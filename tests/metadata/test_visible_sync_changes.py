@@ -26,6 +26,7 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.lake import Lake
 from segmentlake.metadata import visible_table
+from segmentlake.metadata.allocation import AllocateRequest
 from segmentlake.metadata.records import SEGMENT
 from segmentlake.metadata.segment_files import SegmentFiles
 from segmentlake.metadata.store import Change, PartitionState
@@ -81,8 +82,10 @@ class World:
             mode="append",
         )
 
-    def publish(self) -> str:
-        if self.rng.random() < 0.3:
+    def publish(self, interval: Interval | None = None) -> str:
+        if interval is not None:
+            pass
+        elif self.rng.random() < 0.3:
             day = self.rng.randrange(HOURS // 24)
             interval = Interval(START + timedelta(days=day), START + timedelta(days=day + 1))
         else:
@@ -101,6 +104,27 @@ class World:
         self.lake.actions.publish(DS, [segment], group_id=group)
         self.segments.append(segment)
         return f"publish {interval}"
+
+    def append(self) -> str:
+        """Append one segment to the chunk covering a random hour (a DAY's, an HOUR's, or a
+        new HOUR chunk), as a streaming job does: its chunk does not change, only its key."""
+        hour = self.rng.randrange(HOURS)
+        wanted = Interval(START + timedelta(hours=hour), START + timedelta(hours=hour + 1))
+        key = f"k{self.keys}"
+        self.keys += 1
+        group = f"g{key}"
+        request = AllocateRequest(wanted, f"seq-{key}")
+        (pending,) = self.lake.actions.allocate(DS, [request], group_id=group)
+        sid = pending.segment_id
+        self.write(key, sid.interval, rows=24 if sid.interval.duration_millis > 3_600_000 else 4)
+        segment = DataSegment(
+            DS, sid.interval, sid.version,
+            NumberedShardSpec(sid.partition_num, pending.num_core_partitions),
+            load_spec={"type": "delta", "path": self.table, "segment": key},
+        )  # fmt: skip
+        self.lake.actions.publish(DS, [segment], group_id=group)
+        self.segments.append(segment)
+        return f"append {segment.id}"
 
     def mark_unused(self) -> str:
         return self._mark(used=False)
@@ -184,8 +208,8 @@ def test_a_sync_of_the_changed_keys_equals_the_whole_diff(warehouse: str, seed: 
     done: list[str] = []
     for step in range(STEPS):
         action = rng.choices(
-            [world.publish, world.mark_unused, world.mark_used, world.another_file],
-            weights=[5, 2, 2, 2],
+            [world.publish, world.append, world.mark_unused, world.mark_used, world.another_file],
+            weights=[5, 3, 2, 2, 2],
         )[0]
         with syncs_deferred():
             done.append(action())
@@ -257,6 +281,34 @@ def test_a_new_thread_follows_what_the_process_synced(warehouse: str) -> None:
     assert not report.whole_diff, report
     assert report.keys_diffed < 12, report  # the changed keys, not every served one
     assert {uri: files.loads for uri, files in followed.tables.items()} == loads  # followed
+
+
+def test_an_append_to_a_chunk_of_many_segments_diffs_its_own_key_alone(warehouse: str) -> None:
+    world = World(warehouse, random.Random(3))
+    world.write("k-none", Interval(START, START + timedelta(hours=1)))
+    world.lake.metadata.create()
+    day = Interval(START, START + timedelta(days=1))
+    with syncs_deferred():
+        world.publish(day)
+        for _ in range(30):  # into the first day's chunk, or HOUR chunks of the second day
+            world.append()
+    sync_visible_table(world.lake.metadata, DS)
+    for _ in range(4):
+        with syncs_deferred():
+            done = world.append()
+        report = sync_visible_table(world.lake.metadata, DS)
+        # Its chunk was there or is new: no other key's rows change (the time it wrote
+        # holds ~16 keys, all diffed before).
+        assert (report.added, report.removed, report.keys_diffed) == (1, 0, 1), (done, report)
+        assert not report.whole_diff, report
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
+    # A newer version of the day overshadows every key in it: all of them are diffed.
+    with syncs_deferred():
+        world.publish(day)
+    report = sync_visible_table(world.lake.metadata, DS)
+    assert report.removed >= 16, report
+    assert report.keys_diffed == report.removed + 1, report
+    assert visible_paths(world.lake) == whole_diff_paths(world.lake)
 
 
 def test_a_process_that_follows_nothing_reads_one_log_entry_to_tell_a_current_table(
