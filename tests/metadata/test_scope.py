@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from segmentlake.core.interval import Interval
+from segmentlake.core.segment import DataSegment
+from segmentlake.core.shard_spec import NumberedShardSpec
 from segmentlake.metadata.scope import EVERYTHING, NOTHING, Scope
+from segmentlake.metadata.store import ScopeTooNarrow
+from segmentlake.metadata.visibility import visibility_changes
 
 DAY = 86_400_000
 
@@ -100,3 +106,24 @@ def test_covers_range_is_every_instant_in_some_range(
     inside = all(any(s <= t < s + n for s, n in spans) for t in instants)
     assert scope.covers_range(start, start + length) == inside
     assert EVERYTHING.covers_range(start, start + length)
+
+
+def test_a_visibility_change_reaching_beyond_the_ranges_read_asks_to_read_more() -> None:
+    read = Scope.of([(0, DAY), (2 * DAY, 3 * DAY)])
+
+    def added(start: int, end: int) -> list[DataSegment]:
+        interval = Interval.of_millis(start, end)
+        return [DataSegment("ds", interval, "v1", NumberedShardSpec(0, 1))]
+
+    def change(start: int, end: int) -> dict[str, str]:
+        segments = added(start, end)
+        states, _ = visibility_changes(
+            [], added=segments, changed=[segments[0].interval], scope=read, now_ms=0
+        )
+        return states
+
+    assert list(change(2 * DAY, 3 * DAY).values()) == ["visible"]  # within one range read
+    with pytest.raises(ScopeTooNarrow, match="beyond the ranges read"):
+        change(DAY // 2, 2 * DAY + 1)  # across the gap between the two ranges
+    with pytest.raises(ScopeTooNarrow):
+        change(2 * DAY, 3 * DAY + 1)  # past the last one
