@@ -12,12 +12,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
 from segmentlake.errors import SpecError, TaskAlreadyPublished
 from segmentlake.faults import CRASH_ENV
 from segmentlake.lake import Lake
+from segmentlake.metadata.records import TASK
 from segmentlake.metadata.store import now_ms
 from segmentlake.metadata.tasks import record_task, task_row
 from segmentlake.streaming import append_stream, batch_task_id, batch_writer
@@ -69,11 +71,15 @@ def test_a_racing_run_of_one_task_id_is_refused_once_the_other_publishes(
     racing.start()
     time.sleep(1.0)  # it has passed the published check and waits for the holder's lock
     first = lake.append(day_two, "events", SPEC, task_id="load_1")
-    first_done = time.time()
     racing.join(timeout=60)
     [(error, failed_at)] = failed
     assert isinstance(error, TaskAlreadyPublished), error
-    assert failed_at > first_done
+    # Ordered against the first run's publish (its ledger row's decision time), not against
+    # `lake.append` returning: the refusal may land while the first still syncs its reads.
+    [published] = lake.metadata.rows(
+        "events", pc.field("id") == "load_1", kinds=[TASK], columns=("updated_ms",)
+    )
+    assert failed_at * 1000 >= published["updated_ms"]
     (task,) = [t for t in lake.tasks("events") if t.task_id == "load_1"]
     assert (task.status, task.segments) == ("SUCCESS", first.segments)
     assert users(lake) == Counter({"a": 1, "b": 1})
