@@ -22,7 +22,7 @@ from segmentlake.core.interval import (
 from segmentlake.core.spec_reader import StrictEnumType, safe_repr
 from segmentlake.errors import SpecError
 
-__all__ = ["WEEK_ORIGIN_MILLIS", "Granularity"]
+__all__ = ["WEEK_ORIGIN_MILLIS", "Granularity", "granularity_of_bucket"]
 
 _SECOND = 1000
 _MINUTE = 60 * _SECOND
@@ -142,3 +142,12 @@ class Granularity(enum.Enum, metaclass=StrictEnumType):
 
 
 _KNOWN = ", ".join(m.json_name.upper() for m in Granularity)
+
+
+def granularity_of_bucket(interval: Interval) -> Granularity | None:
+    """The finest granularity of which ``interval`` is one bucket (a chunk's segment
+    granularity), or None when it is no granularity's bucket."""
+    for member in Granularity:
+        if member.bucket(interval.start_millis) == interval:
+            return member
+    return None

@@ -12,11 +12,12 @@ written by the tasks that read them, with no shuffle.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from segmentlake.core.granularity import Granularity
+from segmentlake.core.granularity import Granularity, granularity_of_bucket
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.interval import Interval
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
@@ -28,6 +29,7 @@ from segmentlake.ingest.parse import (
     TIME,
     ParsedInput,
     fate_counts,
+    floor_millis_sql,
     metric_input,
 )
 from segmentlake.ingest.partitioning import (
@@ -39,6 +41,7 @@ from segmentlake.ingest.partitioning import (
 from segmentlake.spark.connect import default_parallelism
 
 __all__ = [
+    "joined_chunk_sql",
     "kept_rows",
     "perfect_rollup_rows",
     "segment_rows",
@@ -145,12 +148,37 @@ def _stored(
     return TaggedRows(rows, tagged.partitioning)
 
 
-def _segment_key_sql(key_token: str, *, bucketed: bool = True) -> str:
-    """SQL of a row's write key: ``<chunk ms>[.<bucket>].<key_token>``."""
+def _segment_key_sql(
+    key_token: str, *, bucketed: bool = True, joined: Sequence[Interval] = ()
+) -> str:
+    """SQL of a row's write key: ``<chunk ms>[.<bucket>].<key_token>``, the chunk being one
+    of ``joined`` where it holds the row (:func:`joined_chunk_sql`)."""
     if not key_token.isalnum():  # it goes into the SQL text as it is
         raise ValueError(f"a task's key token is letters and digits, not {key_token!r}")
     bucket = f"'.', CAST({_q(BUCKET)} AS STRING), " if bucketed else ""
-    return f"concat(CAST({_q(CHUNK)} AS STRING), {bucket}'.{key_token}')"
+    return f"concat(CAST({joined_chunk_sql(joined)} AS STRING), {bucket}'.{key_token}')"
+
+
+def joined_chunk_sql(joined: Sequence[Interval]) -> str:
+    """SQL of the start of a row's chunk: the one of ``joined`` (coarser chunks made of whole
+    buckets, see :mod:`~segmentlake.metadata.chunk_layout`) that holds the row's bucket, else
+    the bucket itself. One set membership test per granularity among them (Spark makes a
+    hash set of a long IN list), whatever their number."""
+    chunk = _q(CHUNK)
+    by_granularity: dict[Granularity, list[int]] = {}
+    for interval in joined:
+        granularity = granularity_of_bucket(interval)
+        if granularity is None:
+            raise ValueError(f"{interval} is no granularity's bucket")
+        by_granularity.setdefault(granularity, []).append(interval.start_millis)
+    if not by_granularity:
+        return chunk
+    cases = []
+    for granularity, starts in by_granularity.items():
+        start = floor_millis_sql(granularity, chunk)
+        listed = ", ".join(map(str, sorted(starts)))
+        cases.append(f"WHEN {start} IN ({listed}) THEN {start}")
+    return f"(CASE {' '.join(cases)} ELSE {chunk} END)"
 
 
 def _has_chunks(interval: Interval, granularity: Granularity, at_least: int) -> bool:
@@ -204,13 +232,21 @@ def _unrolled(kept: DataFrame, spec: IngestionSpec, keys: list[str]) -> DataFram
 
 
 def segment_rows(
-    parsed: DataFrame, spec: IngestionSpec, dimensions: tuple[str, ...], *, key_token: str
+    parsed: DataFrame,
+    spec: IngestionSpec,
+    dimensions: tuple[str, ...],
+    *,
+    key_token: str,
+    joined: Sequence[Interval] = (),
 ) -> DataFrame:
     """The rows to write: kept rows only, tagged with their chunk's write key, rolled up if
-    the spec says so (one segment per chunk; the task splits oversized ones). Built from SQL
-    text in as few projections as the plan needs: a small append's plan costs the driver
-    ~10 ms per projection (a JVM analysis) and ~0.3 ms per Column function."""
-    key = f"{_segment_key_sql(key_token, bucketed=False)} AS {_q(SEGMENT_KEY_COLUMN)}"
+    the spec says so (one segment per chunk; the task splits oversized ones); a row whose
+    bucket lies in one of the existing coarser chunks ``joined`` goes to that chunk's
+    segment. Built from SQL text in as few projections as the plan needs: a small append's
+    plan costs the driver ~10 ms per projection (a JVM analysis) and ~0.3 ms per Column
+    function."""
+    key_sql = _segment_key_sql(key_token, bucketed=False, joined=joined)
+    key = f"{key_sql} AS {_q(SEGMENT_KEY_COLUMN)}"
     time = f"timestamp_millis({_q(TIME)}) AS {_q(TIME_COLUMN)}"
     dims = list(map(_q, dimensions))
     metrics = [_q(m.name) for m in spec.metrics]

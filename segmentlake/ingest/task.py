@@ -64,8 +64,9 @@ from segmentlake.ingest.parse import (
 from segmentlake.ingest.partitioning import Partitioning
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.ingest.rollup import perfect_rollup_rows, segment_rows
-from segmentlake.metadata.allocation import AllocateRequest
+from segmentlake.metadata.allocation import AllocateRequest, ChunkLayoutChanged
 from segmentlake.metadata.append_publish import publish_append
+from segmentlake.metadata.chunk_layout import last_read_joinable_chunks
 from segmentlake.metadata.file_moves import rekey_files
 from segmentlake.metadata.heartbeat import LeaseKeeper
 from segmentlake.metadata.lockbox import Lockbox
@@ -150,7 +151,7 @@ class _RunningTask:
     task_id: str
     df: DataFrame
     # Names this task's storage partitions; random, so a retried task id never reuses them.
-    key_token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    key_token: str = field(default_factory=lambda: new_key_token())
     phases: dict[str, float] = field(default_factory=dict)
     phase_metrics: dict[str, JobMetrics] = field(default_factory=dict)
     rows: RowStats = field(default_factory=RowStats)
@@ -299,8 +300,48 @@ def _ingest(
 ) -> TaskReport:
     path = datasource_table_path(run.target.warehouse, run.datasource)
     crash_point("ingest.after_parse")
+    joined = () if version is not None else _joinable_chunks(run)
+    while True:
+        try:
+            return _write_and_publish(
+                run, parsed, path, version, joined, priority, lock_timeout_s, beat
+            )
+        except ChunkLayoutChanged as changed:
+            if not joined:
+                raise
+            # Rare (a compaction changed the granularity since the layout was read): the
+            # rows written for whole chunks stay under keys no segment names, like a failed
+            # task's; written by bucket, each joins whatever holds it now. A new token: a
+            # chunk's first bucket starts where it does, and its key must not name them.
+            logger.info("%s: %s; writing again by bucket", run.task_id, changed)
+            joined = ()
+            run.key_token = new_key_token()
+
+
+def _joinable_chunks(run: _RunningTask) -> tuple[Interval, ...]:
+    granularity = run.spec.granularity_spec.segment_granularity
+    store = run.target.lockbox.store
+    joined = last_read_joinable_chunks(store, run.datasource, granularity)
+    if joined:
+        logger.info(
+            "%s: %d existing chunk(s) coarser than %s: one segment each",
+            run.task_id, len(joined), granularity.name,
+        )  # fmt: skip
+    return joined
+
+
+def _write_and_publish(
+    run: _RunningTask,
+    parsed: ParsedInput,
+    path: str,
+    version: str | None,
+    joined: tuple[Interval, ...],
+    priority: int,
+    lock_timeout_s: float,
+    beat: LeaseKeeper | _NoHeartbeat,
+) -> TaskReport:
     with run.phase("write"):
-        written, versions, partitioning = _write(run, parsed, path)
+        written, versions, partitioning = _write(run, parsed, path, joined)
     limit = _segment_row_limit(run)
     if (
         partitioning is None
@@ -338,7 +379,7 @@ def _ingest(
 
     with run.phase("publish"):
         if version is None:
-            upgraded = describe.publish_append(written, priority, lock_timeout_s, ledger)
+            upgraded = describe.publish_append(written, joined, priority, lock_timeout_s, ledger)
         else:
             beat.finish(renew=True)  # a whole lease for the publish, with no renewal racing it
             published = publish(
@@ -365,14 +406,16 @@ def _ingest(
 
 
 def _write(
-    run: _RunningTask, parsed: ParsedInput, path: str
+    run: _RunningTask, parsed: ParsedInput, path: str, joined: tuple[Interval, ...]
 ) -> tuple[dict[str, WrittenSegment], tuple[int, int], Partitioning | None]:
-    """Write one segment per chunk (per bucket, for perfect rollup) in one Spark job,
+    """Write one segment per chunk (per bucket, for perfect rollup; per existing chunk of
+    ``joined`` where one holds the rows) in one Spark job,
     counting every input row by fate in that same job (Spark's observed metrics); what
     landed per write key, the table versions around the write and, for perfect rollup, the
     partitioning the job determined. Too many unparseable rows fail the task here: what was
     written is never published."""
-    observation = Observation(f"segmentlake-{run.task_id}")
+    # Named afresh for each write: a task whose chunks changed writes again.
+    observation = Observation(f"segmentlake-{run.task_id}-{uuid.uuid4().hex[:8]}")
     tagged = None
     if run.spec.partitions_spec.perfect_rollup:
         assert run.interval is not None  # perfect rollup only overwrites (_check_request)
@@ -386,7 +429,9 @@ def _write(
         rows = tagged.frame
     else:
         counted = parsed.frame.observe(observation, *fate_counts(parsed.reasons))
-        rows = segment_rows(counted, run.spec, parsed.dimensions, key_token=run.key_token)
+        rows = segment_rows(
+            counted, run.spec, parsed.dimensions, key_token=run.key_token, joined=joined
+        )
     logger.info("%s: writing to %s", run.task_id, path)
     log = TableLog(path, storage_options=run.target.lockbox.store.table.storage_options)
     # Files never outgrow a segment: an oversized segment becomes several by moving whole
@@ -498,6 +543,11 @@ def _check_request(
 def _aligned(interval: Interval, granularity: Granularity) -> Interval:
     chunks = list(granularity.iterate(interval)) or [granularity.bucket(interval.start_millis)]
     return Interval.of_millis(chunks[0].start_millis, chunks[-1].end_millis)
+
+
+def new_key_token() -> str:
+    """A random token naming one write's storage partitions (see _RunningTask)."""
+    return uuid.uuid4().hex[:16]
 
 
 def new_task_id(kind: str, datasource: str) -> str:
@@ -648,6 +698,7 @@ class _Describe:
     def publish_append(
         self,
         written: Mapping[str, WrittenSegment],
+        joined: tuple[Interval, ...],
         priority: int,
         lock_timeout_s: float,
         ledger: Callable[[list[DataSegment]], list[dict[str, Any]]],
@@ -655,12 +706,13 @@ class _Describe:
         """Give each written segment an id in its chunk's current version and publish them
         with the task's report, in one metadata commit (:mod:`~segmentlake.metadata.
         append_publish`), waiting up to ``lock_timeout_s`` while an overwrite holds a chunk;
-        the number of upgraded copies it added."""
+        the number of upgraded copies it added. Raises :class:`ChunkLayoutChanged` when a
+        chunk of ``joined`` it wrote for is no longer the newest over all of it."""
         granularity = self.run.spec.granularity_spec.segment_granularity
+        chunks = {c.start_millis: c for c in joined}
         keys = sorted(written, key=key_order)
         requests = [
-            AllocateRequest(granularity.bucket(key_order(k)[0]), f"{self.run.task_id}|{k}")
-            for k in keys
+            _request(granularity, chunks, key_order(k)[0], f"{self.run.task_id}|{k}") for k in keys
         ]
         by_sequence = {r.sequence_name: written[k] for r, k in zip(requests, keys, strict=True)}
 
@@ -689,6 +741,15 @@ class _Describe:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.5)
+
+
+def _request(
+    granularity: Granularity, joined: Mapping[int, Interval], chunk_ms: int, sequence: str
+) -> AllocateRequest:
+    chunk = joined.get(chunk_ms)
+    if chunk is None:
+        return AllocateRequest(granularity.bucket(chunk_ms), sequence)
+    return AllocateRequest(chunk, sequence, joins_chunk=True)
 
 
 class _NoHeartbeat:

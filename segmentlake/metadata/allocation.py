@@ -33,7 +33,7 @@ from segmentlake.core.shard_spec import (
     NON_ROOT_GENERATION_PARTITION_ID_MAX,
     NON_ROOT_GENERATION_PARTITION_ID_MIN,
 )
-from segmentlake.errors import LockRefused, SpecError
+from segmentlake.errors import CommitConflict, LockRefused, SpecError
 from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, span_scope
 from segmentlake.metadata.records import (
     LOCK,
@@ -54,6 +54,7 @@ from segmentlake.metadata.transaction import Decision, transact
 
 __all__ = [
     "AllocateRequest",
+    "ChunkLayoutChanged",
     "ChunkRows",
     "ChunkSlot",
     "allocate",
@@ -63,14 +64,24 @@ __all__ = [
 ]
 
 
+class ChunkLayoutChanged(CommitConflict):
+    """An append's rows were written for an existing chunk (``AllocateRequest.
+    joins_chunk``) that no chunk holds any more (a compaction changed the segment
+    granularity and the older chunks were marked unused meanwhile): nothing was published;
+    write them again by bucket."""
+
+
 @dataclass(frozen=True, slots=True)
 class AllocateRequest:
     """One segment wanted in ``interval`` (a segment-granularity bucket) by the sequence
-    ``sequence_name``; ``previous_id`` is the id this sequence got last ("" at its start)."""
+    ``sequence_name``; ``previous_id`` is the id this sequence got last ("" at its start).
+    With ``joins_chunk`` the interval is an existing coarser chunk whose buckets the rows
+    were written for together (:mod:`~segmentlake.metadata.chunk_layout`)."""
 
     interval: Interval
     sequence_name: str
     previous_id: str = ""
+    joins_chunk: bool = False
 
     def __post_init__(self) -> None:
         if not self.sequence_name:
@@ -160,7 +171,7 @@ def allocate(
                     )
                 results.append(known)
                 continue
-            found = chunk_for(rows, req.interval, overwrite_version, at)
+            found = chunk_for(rows, req.interval, overwrite_version, at, joins=req.joins_chunk)
             # Requests of finer intervals can land in one coarser chunk (an append by HOUR
             # into a DAY chunk): they share its partition counter.
             chunk = chunks.setdefault((found.interval.key, found.version), found)
@@ -282,9 +293,21 @@ class ChunkRows:
 
 
 def chunk_for(
-    chunks: ChunkRows, interval: Interval, overwrite_version: str | None, at: int
+    chunks: ChunkRows,
+    interval: Interval,
+    overwrite_version: str | None,
+    at: int,
+    *,
+    joins: bool = False,
 ) -> ChunkSlot:
-    """The chunk a new segment of ``interval`` goes into, and its next free partition id."""
+    """The chunk a new segment of ``interval`` goes into, and its next free partition id.
+
+    A request that ``joins`` an existing chunk it was written for gets
+    :class:`ChunkLayoutChanged` when no chunk holds its interval any more (the append then
+    writes by bucket): a new chunk there would be coarser than the spec's, or, where finer
+    chunks took its place, a newer version over all of them. A chunk that still holds it but
+    that newer, finer chunks overshadow is joined as any bucket joins it: the publish copies
+    the segment into them (:mod:`~segmentlake.metadata.upgrade`)."""
     if overwrite_version is not None:
         return chunks.slot(interval, overwrite_version, True)
     spans = chunks.overlapping(interval)
@@ -293,6 +316,8 @@ def chunk_for(
         # Appends join the existing chunk that holds this interval, in its highest version.
         best = max(containing, key=chunks.newest_version)
         return chunks.slot(Interval.of_millis(*best), chunks.newest_version(best), False)
+    if joins:
+        raise ChunkLayoutChanged(f"no chunk holds {interval} any more")
     if spans:
         raise SpecError(
             f"cannot append into {interval}: it overlaps existing chunks "

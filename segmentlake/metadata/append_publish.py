@@ -145,7 +145,7 @@ def _segments(
     ids: list[tuple[AllocateRequest, SegmentId, ChunkSlot]] = []
     revoked: dict[str, Change] = {}
     for req in requests:
-        found = chunk_for(rows, req.interval, None, at)
+        found = chunk_for(rows, req.interval, None, at, joins=req.joins_chunk)
         slot = slots.setdefault((found.interval.key, found.version), found)
         sid = SegmentId(datasource, slot.interval, slot.version, slot.next_partition)
         check_space(sid.partition_num, False)

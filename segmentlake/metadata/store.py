@@ -330,6 +330,19 @@ class MetadataStore:
             table = table.select([c for c in columns if c != PARTITION_COLUMN])
         return table
 
+    def last_read(
+        self, datasource: str, kinds: Sequence[str], columns: Sequence[str]
+    ) -> pa.Table | None:
+        """The live rows of ``kinds`` (``columns`` only) as this process last read the
+        partition, making no read at all: None when it never read it. A hint for work done
+        before a transaction (whose own read checks it), never for a decision."""
+        with self._lock:
+            fold = self._folds.get(datasource)
+            if fold is None or fold.empty:
+                return None
+            table = fold.of_kinds(tuple(sorted(kinds)))
+        return table.select(list(columns))
+
     def present(self, datasource: str, kind: str, ids: Iterable[str]) -> set[str]:
         """Those of ``ids`` with a current, undeleted row of ``kind`` as this process last
         read the partition (no refresh: a transaction's read just did it)."""

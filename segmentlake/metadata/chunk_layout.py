@@ -1,0 +1,96 @@
+"""Which existing chunks an append would join whole: the layout read before an append
+writes, so that it writes one segment per chunk it joins, not one per bucket.
+
+After a compaction to a coarser segment granularity (HOUR appends, DAY chunks), each bucket
+of an append joins the DAY chunk that holds it (:func:`~segmentlake.metadata.allocation.
+chunk_for`). Written by bucket, an append of 72 hours added 72 segments to 3 chunks — 24 a
+day where Druid's appenderator adds one per chunk per sequence — and every later decision
+read them. Keyed by the chunk instead, the rows of all its buckets make one segment.
+
+What is read here is a hint, taken from what this process last read and never refreshed
+for it; the publish decides on a fresh read. A joined chunk that newer, finer chunks
+overshadow by then gets the segment copied into them, as any append into it does
+(:mod:`~segmentlake.metadata.upgrade`); one that is gone (marked unused) is refused with
+``ChunkLayoutChanged``, and the append writes again by bucket.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segmentlake.core.granularity import Granularity, granularity_of_bucket
+from segmentlake.core.interval import Interval
+from segmentlake.core.interval_index import IntervalIndex
+from segmentlake.metadata.lockbox import in_use
+from segmentlake.metadata.records import SEGMENT
+from segmentlake.metadata.store import MetadataStore
+
+__all__ = ["joinable_chunks", "last_read_joinable_chunks"]
+
+_DAY_MS = 86_400_000
+_COLUMNS = ("start_ms", "end_ms", "version", "used")
+
+
+def last_read_joinable_chunks(
+    store: MetadataStore, datasource: str, granularity: Granularity
+) -> tuple[Interval, ...]:
+    """:func:`joinable_chunks` of what this process last read of ``datasource`` (nothing
+    when it has not read it: no read is made for a hint)."""
+    segments = store.last_read(datasource, [SEGMENT], _COLUMNS)
+    return () if segments is None else joinable_chunks(segments, granularity)
+
+
+def joinable_chunks(segments: pa.Table, granularity: Granularity) -> tuple[Interval, ...]:
+    """The chunks of ``segments`` (start_ms, end_ms, version, used) coarser than
+    ``granularity``'s buckets and made of whole ones, each in a version newer than that of
+    every other chunk it overlaps: an append of ``granularity`` joins such a chunk with every
+    bucket it holds, so its rows there can be one segment. Sorted by start."""
+    if granularity is Granularity.ALL or segments.num_rows == 0:
+        return ()
+    used = segments.filter(in_use())
+    longest = granularity.fixed_millis or granularity.months * 31 * _DAY_MS
+    coarse = pc.greater(pc.subtract(used["end_ms"], used["start_ms"]), longest)
+    candidates = _newest_by_chunk(used.filter(coarse))
+    if not candidates:  # the usual case: every chunk is a bucket of this granularity
+        return ()
+    low = min(s for s, _, _ in candidates)
+    high = max(e for _, e, _ in candidates)
+    oldest = min(v for _, _, v in candidates)
+    nearby = functools.reduce(
+        pc.and_,
+        [
+            pc.invert(coarse),
+            pc.less(used["start_ms"], high),
+            pc.greater(used["end_ms"], low),
+            pc.greater(used["version"], oldest),
+        ],
+    )
+    index = IntervalIndex(
+        (s, e, v) for s, e, v in [*_newest_by_chunk(used.filter(nearby)), *candidates]
+    )
+    found = []
+    for start, end, version in candidates:
+        chunk = Interval.of_millis(start, end)
+        if not granularity.is_aligned(chunk) or granularity_of_bucket(chunk) is None:
+            continue
+        if all(other <= version for other in index.overlapping(start, end)):
+            found.append(chunk)
+    return tuple(sorted(found, key=lambda c: c.key))
+
+
+def _newest_by_chunk(segments: pa.Table) -> list[tuple[int, int, str]]:
+    """(start, end, highest version) of each distinct chunk interval of ``segments``."""
+    if segments.num_rows == 0:
+        return []
+    grouped = segments.group_by(["start_ms", "end_ms"]).aggregate([("version", "max")])
+    return list(
+        zip(
+            grouped["start_ms"].to_pylist(),
+            grouped["end_ms"].to_pylist(),
+            grouped["version_max"].to_pylist(),
+            strict=True,
+        )
+    )
