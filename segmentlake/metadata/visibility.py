@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment
-from segmentlake.core.timeline import VersionedIntervalTimeline
+from segmentlake.core.shard_spec import NON_ROOT_GENERATION_PARTITION_ID_MIN, TombstoneShardSpec
+from segmentlake.core.timeline import VISIBLE, VersionedIntervalTimeline
 from segmentlake.metadata.records import SEGMENT, Row, segments_from_rows
 from segmentlake.metadata.scope import Scope
 from segmentlake.metadata.store import Change, MetadataStore, ScopeTooNarrow
@@ -70,11 +71,15 @@ def visibility_changes(
     ``changed`` (only those can change), and upserts for the read records whose state
     changed."""
     gone = set(removed)
+    _check_within(scope, [(*s.interval.key, str(s.id)) for s in added])
+    if not gone:
+        appended = _appended_states(used_rows, added, changed)
+        if appended is not None:
+            return appended, []
     rows = [r for r in used_rows if r["id"] not in gone] if gone else used_rows
     touched = Scope.of((i.start_millis, i.end_millis) for i in changed)
     near = [i for i, r in enumerate(rows) if touched.overlaps_range(r["start_ms"], r["end_ms"])]
     _check_within(scope, [(rows[i]["start_ms"], rows[i]["end_ms"], rows[i]["id"]) for i in near])
-    _check_within(scope, [(*s.interval.key, str(s.id)) for s in added])
     read = segments_from_rows(rows)
     timeline = VersionedIntervalTimeline(read)
     timeline.add_all(added)
@@ -92,6 +97,54 @@ def visibility_changes(
         if state != row.get("visibility"):
             updates.append(Change("upsert", {**row, "visibility": state, "updated_ms": now_ms}))
     return states, updates
+
+
+def _appended_states(
+    used_rows: Sequence[Row], added: Sequence[DataSegment], changed: Sequence[Interval]
+) -> dict[str, str] | None:
+    """The states when the change only adds partitions to complete, visible chunks, or None.
+
+    Such a partition (an append's, or its upgraded copy) is numbered after every partition
+    of its chunk and outside the chunk's core partitions, and claims no more core partitions
+    than the chunk has (as allocation gives it), so the chunk stays complete and
+    its versions and intervals stay what they were: the new segment is visible like the
+    rest of its chunk and no other segment changes state. This is what nearly every append
+    publishes, and it spares the timeline of every used segment of the days it touches
+    (~50 ms for 15,000 of them, an append's whole commit being ~6 ms). A chunk with a
+    tombstone, an overwrite (minor compaction) partition or a segment not visible, or a
+    change beyond the added chunks, is decided by the timeline."""
+    if not added:
+        return None
+    chunks = {(*s.interval.key, s.version) for s in added}
+    if not {i.key for i in changed} <= {key[:2] for key in chunks}:
+        return None
+    highest: dict[tuple[int, int, str], int] = {}
+    cores: dict[tuple[int, int, str], int] = {}
+    for row in used_rows:
+        key = (row["start_ms"], row["end_ms"], row["version"])
+        if key not in chunks:
+            continue
+        partition = row["partition_num"]
+        if row.get("visibility") != VISIBLE or row["shard_type"] == TombstoneShardSpec.type_name:
+            return None
+        if partition >= NON_ROOT_GENERATION_PARTITION_ID_MIN:
+            return None
+        highest[key] = max(highest.get(key, -1), partition)
+        cores[key] = max(cores.get(key, 0), row["core_partitions"] or 0)
+    states = {}
+    for segment in added:
+        key = (*segment.interval.key, segment.version)
+        top = highest.get(key)
+        spec = segment.shard_spec
+        if top is None or segment.is_tombstone:
+            return None  # a new chunk: what it overlaps decides
+        if not top < spec.partition_num < NON_ROOT_GENERATION_PARTITION_ID_MIN:
+            return None
+        # More core partitions than the chunk has would leave it incomplete.
+        if not spec.num_core_partitions <= min(cores[key], spec.partition_num):
+            return None
+        states[str(segment.id)] = VISIBLE
+    return states
 
 
 def _check_within(scope: Scope, spans: Iterable[tuple[int, int, str]]) -> None:
