@@ -40,8 +40,10 @@ Run from the repository root (warehouses under /tmp are created and removed):
   scope (what it read before 2026-12-02), each for ``--seconds``, in the same run.
 * **busy**: an append's publish (decide and commit, no visible-table sync) of 72 HOUR segments,
   one per hour of 3 days, after ``--appends`` (100) such appends have filled those chunks with
-  7,200 segments; into the 72 HOUR chunks, and into 3 DAY chunks that the HOUR appends join
-  (a stream's days after a major compaction to DAY); p50/p99 of 20.
+  7,200 segments; into the 72 HOUR chunks, into 3 DAY chunks that the HOUR appends join
+  (a stream's days after a major compaction to DAY), and into those 3 DAY chunks with one
+  segment a day (what ``lake.append`` writes there since it keys rows by the chunk they
+  join: 300 segments after the appends); p50/p99 of 20.
 * **upkeep**: ``--commits`` (10^5) small commits from ``--writers`` processes; then the
   table's files, bytes and log entries, and a cold read of the partition in a new process.
 """
@@ -640,28 +642,37 @@ def busy_chunks(appends: int, repeat: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {"segments_before": appends * 72}
     ds = "stream"
-    for chunks in ("hour", "day"):
+    for chunks in ("hour", "day", "day, one segment each"):
         root = Path(tempfile.mkdtemp(prefix="bench-busy-"))
         try:
             lake = Lake(None, str(root / "wh"))
+            joins = chunks == "day, one segment each"
 
-            def append(name: str, intervals: list[Interval], lake: Lake = lake) -> float:
+            def append(
+                name: str, intervals: list[Interval], lake: Lake = lake, joins: bool = joins
+            ) -> float:
                 def make(req: AllocateRequest, sid: Any, core: int) -> DataSegment:
                     spec = NumberedShardSpec(sid.partition_num, core)
                     load = {"type": "delta", "segment": f"{name}.{req.sequence_name}"}
                     return DataSegment(ds, sid.interval, sid.version, spec, load, num_rows=30)
 
-                requests = [AllocateRequest(iv, f"{name}|{i}") for i, iv in enumerate(intervals)]
+                requests = [
+                    AllocateRequest(iv, f"{name}|{i}", joins_chunk=joins and name != "days")
+                    for i, iv in enumerate(intervals)
+                ]
                 started = time.perf_counter()
                 publish_append(lake.lockbox, ds, requests, make, group_id=name)
                 return time.perf_counter() - started
 
             with syncs_deferred():
-                if chunks == "day":
+                if chunks != "hour":
                     append("days", [day(d) for d in range(3)])
+                # Keyed by the chunks it joins, an append is one segment a day (what
+                # lake.append writes into a compacted day), else one an hour.
+                spans = [day(d) for d in range(3)] if joins else [hour(h) for h in range(72)]
                 for n in range(appends):
-                    append(f"a{n}", [hour(h) for h in range(72)])
-                times = [append(f"t{n}", [hour(h) for h in range(72)]) for n in range(repeat)]
+                    append(f"a{n}", spans)
+                times = [append(f"t{n}", spans) for n in range(repeat)]
             out[f"into {chunks} chunks"] = percentiles(times)
             time.sleep(1.0)  # let the store's upkeep thread finish before the files go
         finally:
