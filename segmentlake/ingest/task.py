@@ -5,12 +5,13 @@ Both run these phases, each logged as it ends:
 1. **parse** — the input's rows become Spark expressions (times, chunks, typed metric
    inputs, a rejection reason); bad specs fail here, before anything else;
 2. **lock** (overwrite) — one exclusive time-chunk lock per chunk, all in one commit;
-3. **write** — ONE Spark job writes one segment per chunk into the datasource's Delta table,
-   under ``__segment`` values unique to this task, and counts every input row by fate as it
-   goes (observed metrics). Unparseable rows beyond ``max_parse_exceptions`` fail the task
-   right after it; no file holds more than 80% of ``max_rows_per_segment`` rows, and a
-   segment above it becomes several by moving whole files to new keys in one Delta commit
-   (**split**: metadata only, no row written twice);
+3. **write** — ONE Spark job writes one segment per chunk (an append: per existing coarser
+   chunk it joins, else per bucket; :mod:`~segmentlake.metadata.chunk_layout`) into the
+   datasource's Delta table, under ``__segment`` values unique to this task, and counts
+   every input row by fate as it goes (observed metrics). Unparseable rows beyond
+   ``max_parse_exceptions`` fail the task right after it; no file holds more than 80% of
+   ``max_rows_per_segment`` rows, and a segment above it becomes several by moving whole
+   files to new keys in one Delta commit (**split**: metadata only, no row written twice);
 4. **publish** — an append's segment ids (in the existing chunks' versions, with the lock
    check allocation makes) and its segments, or an overwrite's segments and tombstones, with
    the task's report, in one metadata commit; an overwrite's checks that its locks are
@@ -312,7 +313,8 @@ def _ingest(
             # Rare (a compaction changed the granularity since the layout was read): the
             # rows written for whole chunks stay under keys no segment names, like a failed
             # task's; written by bucket, each joins whatever holds it now. A new token: a
-            # chunk's first bucket starts where it does, and its key must not name them.
+            # chunk's first bucket starts where the chunk does, and one key would name the
+            # rows of both writes.
             logger.info("%s: %s; writing again by bucket", run.task_id, changed)
             joined = ()
             run.key_token = new_key_token()
@@ -706,8 +708,8 @@ class _Describe:
         """Give each written segment an id in its chunk's current version and publish them
         with the task's report, in one metadata commit (:mod:`~segmentlake.metadata.
         append_publish`), waiting up to ``lock_timeout_s`` while an overwrite holds a chunk;
-        the number of upgraded copies it added. Raises :class:`ChunkLayoutChanged` when a
-        chunk of ``joined`` it wrote for is no longer the newest over all of it."""
+        the number of upgraded copies it added. Raises :class:`ChunkLayoutChanged` when no
+        chunk holds a chunk of ``joined`` it wrote for any more."""
         granularity = self.run.spec.granularity_spec.segment_granularity
         chunks = {c.start_millis: c for c in joined}
         keys = sorted(written, key=key_order)

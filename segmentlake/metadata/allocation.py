@@ -41,6 +41,7 @@ from segmentlake.metadata.records import (
     SEGMENT,
     PendingSegment,
     Row,
+    first_free_root_partition,
     lease_key,
     lease_row,
     lock_from_row,
@@ -281,14 +282,16 @@ class ChunkRows:
         found = self._slots.get(key)
         if found is None:
             rows = self._by_interval.get(interval.key, {}).get(version, [])
-            low = NON_ROOT_GENERATION_PARTITION_ID_MIN if overwrite else 0
-            high = (
-                NON_ROOT_GENERATION_PARTITION_ID_MAX
-                if overwrite
-                else FIRST_GENERATION_PARTITION_ID_MAX
-            )
-            taken = [r["partition_num"] for r in rows if low <= r["partition_num"] <= high]
-            found = self._slots[key] = (max(taken, default=low - 1) + 1, _core_partitions(rows))
+            if overwrite:
+                low, high = (
+                    NON_ROOT_GENERATION_PARTITION_ID_MIN,
+                    NON_ROOT_GENERATION_PARTITION_ID_MAX,
+                )
+                taken = [r["partition_num"] for r in rows if low <= r["partition_num"] <= high]
+                first = max(taken, default=low - 1) + 1
+            else:
+                first = first_free_root_partition(rows)
+            found = self._slots[key] = (first, _core_partitions(rows))
         return ChunkSlot(interval, version, *found)
 
 

@@ -24,6 +24,7 @@ from segmentlake.core.locks import LockGranularity, LockType, TaskLock
 from segmentlake.core.segment import DataSegment, SegmentId
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import (
+    NON_ROOT_GENERATION_PARTITION_ID_MIN,
     NumberedOverwriteShardSpec,
     NumberedShardSpec,
     ShardSpec,
@@ -44,6 +45,7 @@ __all__ = [
     "PendingSegment",
     "Row",
     "TableSource",
+    "first_free_root_partition",
     "forget_row_dicts",
     "lease_key",
     "lease_row",
@@ -112,6 +114,21 @@ _V2_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 )
 TABLE_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in _V2_COLUMNS])
 COLUMNS: tuple[str, ...] = tuple(name for name, _ in _V2_COLUMNS)
+
+
+def first_free_root_partition(rows: Iterable[Row]) -> int:
+    """The first first-generation partition id of a chunk (its segment and pending rows) that
+    no segment holds and no minor compaction's overwrite covers: a root partition an
+    overwrite covers stays taken after its segment is marked unused, since a new segment
+    there would be overshadowed by the overwrite as soon as it was published."""
+    end = 0
+    for row in rows:
+        partition = int(row["partition_num"])
+        if partition < NON_ROOT_GENERATION_PARTITION_ID_MIN:
+            end = max(end, partition + 1)
+        elif row.get("root_end") is not None:  # an overwrite segment (pending rows have none)
+            end = max(end, int(row["root_end"]))
+    return end
 
 
 def lease_key(group_id: str) -> str:

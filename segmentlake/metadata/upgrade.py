@@ -32,7 +32,13 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import FIRST_GENERATION_PARTITION_ID_MAX, NumberedShardSpec
 from segmentlake.errors import SpecError
-from segmentlake.metadata.records import PENDING, SEGMENT, Row, segments_from_rows
+from segmentlake.metadata.records import (
+    PENDING,
+    SEGMENT,
+    Row,
+    first_free_root_partition,
+    segments_from_rows,
+)
 from segmentlake.metadata.store import PartitionState
 
 __all__ = ["upgrades"]
@@ -134,20 +140,17 @@ class _Chunks:
             ]
             members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT])
             members += [p for p in self.published if (*p.interval.key, p.version) == key]
-            first = [
-                int(r["partition_num"])
-                for r in rows
-                if int(r["partition_num"]) <= FIRST_GENERATION_PARTITION_ID_MAX
-            ] + [
-                m.shard_spec.partition_num
-                for m in members
-                if m.shard_spec.partition_num <= FIRST_GENERATION_PARTITION_ID_MAX
-            ]
+            # Past what the chunk's segments hold and its overwrites cover (a copy numbered
+            # inside a minor compaction's root range would be overshadowed by it).
+            first = max(
+                first_free_root_partition(rows),
+                max((m.shard_spec.end_root_partition_id for m in members), default=0),
+            )
             chunk = _TargetChunk(
                 Interval.of_millis(start, end),
                 version,
                 {_key(m) for m in members},
-                max(first, default=-1) + 1,
+                first,
                 max((m.shard_spec.num_core_partitions for m in members), default=0),
                 bool(members) and all(m.is_tombstone for m in members),
             )

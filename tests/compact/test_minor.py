@@ -107,3 +107,20 @@ def test_minor_leaves_a_large_segment_alone_and_merges_the_small_ones(
     assert per_key(lake.read(ds)) == before == per_key(_rolled(spark, lake, written))
     # Compacted as wanted: a second call finds nothing worth doing.
     assert lake.compact(ds, mode="minor").status == "SKIPPED"
+
+
+def test_an_append_after_a_minor_compaction_and_its_cleanup_is_read(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    for channel in ("#a", "#b", "#c", "#d"):  # partitions 0..3
+        lake.append(events(spark, batch("2024-01-01", 5, channel)), ds, spec())
+    assert lake.compact(ds, mode="minor").status == "SUCCESS"
+    assert len(lake.mark_overshadowed_unused(ds)) == 4  # 0..3, under the overwrite's range
+    edits = totals(lake.read(ds))["edits"]
+
+    report = lake.append(events(spark, batch("2024-01-01", 5, "#e")), ds, spec())
+
+    # Numbered inside the overwrite's root range [0, 4), it was published and never read.
+    assert report.status == "SUCCESS"
+    assert totals(lake.read(ds))["edits"] == edits + 5
+    assert visible_partitions(lake, ds) == [4, 32768]

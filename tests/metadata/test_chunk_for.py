@@ -51,6 +51,8 @@ def reference(rows: list[Row], interval: Interval, overwrite: str | None) -> Chu
         else NON_ROOT_GENERATION_PARTITION_ID_MAX
     )
     taken = [r["partition_num"] for r in mine if low <= r["partition_num"] <= high]
+    if overwrite is None:  # the root partitions an overwrite covers are taken too
+        taken += [r["root_end"] - 1 for r in mine if r.get("root_end") is not None]
     core = 0
     for r in mine:
         if r["kind"] == SEGMENT and r["partition_num"] < NON_ROOT_GENERATION_PARTITION_ID_MIN:
@@ -60,8 +62,17 @@ def reference(rows: list[Row], interval: Interval, overwrite: str | None) -> Chu
     return ChunkSlot(interval, version, max(taken, default=low - 1) + 1, core)
 
 
-def row(kind: str, start: int, length: int, version: str, partition: int, core: int) -> Row:
+def row(
+    kind: str,
+    start: int,
+    length: int,
+    version: str,
+    partition: int,
+    core: int,
+    root_end: int | None = None,
+) -> Row:
     return {
+        "root_end": root_end,
         "kind": kind,
         "start_ms": start,
         "end_ms": start + length,
@@ -77,14 +88,19 @@ def _rows(draw: st.DrawFn) -> list[Row]:
     for _ in range(draw(st.integers(0, 40))):
         day = draw(st.booleans())
         start = draw(st.integers(0, 1)) * DAY_MS if day else draw(st.integers(0, 47)) * HOUR_MS
+        kind = draw(st.sampled_from([SEGMENT, SEGMENT, PENDING]))
+        partition = draw(st.sampled_from(PARTITIONS))
+        # A minor compaction's overwrite segment covers root partitions [0, root_end).
+        overwrites = kind == SEGMENT and partition >= NON_ROOT_GENERATION_PARTITION_ID_MIN
         out.append(
             row(
-                draw(st.sampled_from([SEGMENT, SEGMENT, PENDING])),
+                kind,
                 start,
                 DAY_MS if day else HOUR_MS,
                 draw(st.sampled_from(["v1", "v2", "v3"])),
-                draw(st.sampled_from(PARTITIONS)),
+                partition,
                 draw(st.integers(0, 4)),
+                draw(st.integers(1, 9)) if overwrites else None,
             )
         )
     return out
@@ -138,6 +154,14 @@ def test_an_hour_append_joins_the_newest_day_chunk_and_its_ids() -> None:
     ]
     slot = chunk_for(ChunkRows(rows), Interval.of_millis(5 * HOUR_MS, 6 * HOUR_MS), None, AT)
     assert slot == ChunkSlot(Interval.of_millis(0, DAY_MS), "v2", 8, 3)
+
+
+def test_an_append_after_a_minor_compaction_is_numbered_past_the_roots_it_covers() -> None:
+    # Partitions 0..3 were merged into one overwrite segment and marked unused: root id 0
+    # would be overshadowed by it, so the append gets 4.
+    rows = [row(SEGMENT, 0, DAY_MS, "v1", NON_ROOT_GENERATION_PARTITION_ID_MIN, 4, root_end=4)]
+    slot = chunk_for(ChunkRows(rows), Interval.of_millis(0, DAY_MS), None, AT)
+    assert (slot.version, slot.next_partition) == ("v1", 4)
 
 
 def test_a_day_append_over_hour_chunks_is_refused_naming_them() -> None:
