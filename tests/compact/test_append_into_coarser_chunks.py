@@ -37,6 +37,13 @@ def compacted_to_days(spark: SparkSession, lake: Lake, ds: str) -> None:
     assert report.status == "SUCCESS", report.summary()
 
 
+def days_before_an_append(spark: SparkSession, lake: Lake, ds: str) -> tuple[set[str], int]:
+    """Compacted DAY chunks: their visible segment ids, and the edits they hold."""
+    compacted_to_days(spark, lake, ds)
+    before = {str(s.id) for s in lake.timeline(ds).visible_segments()}
+    return before, totals(lake.read(ds))["edits"]
+
+
 def new_segments(lake: Lake, ds: str, before: set[str]) -> list:
     return [s for s in lake.timeline(ds).visible_segments() if str(s.id) not in before]
 
@@ -44,9 +51,7 @@ def new_segments(lake: Lake, ds: str, before: set[str]) -> list:
 def test_an_hour_append_into_day_chunks_adds_one_segment_a_day(
     spark: SparkSession, lake: Lake, ds: str
 ) -> None:
-    compacted_to_days(spark, lake, ds)
-    before = {str(s.id) for s in lake.timeline(ds).visible_segments()}
-    edits = totals(lake.read(ds))["edits"]
+    before, edits = days_before_an_append(spark, lake, ds)
 
     report = lake.append(events(spark, hourly(30, 1)), ds, spec(segment="hour"))
 
@@ -61,9 +66,7 @@ def test_an_hour_append_into_day_chunks_adds_one_segment_a_day(
 def test_an_oversized_joined_chunk_is_split_and_every_row_counted_once(
     spark: SparkSession, lake: Lake, ds: str
 ) -> None:
-    compacted_to_days(spark, lake, ds)
-    before = {str(s.id) for s in lake.timeline(ds).visible_segments()}
-    edits = totals(lake.read(ds))["edits"]
+    before, edits = days_before_an_append(spark, lake, ds)
     small = spec(segment="hour", rollup=False) | {
         "partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": 10}
     }
