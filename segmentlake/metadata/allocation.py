@@ -34,7 +34,13 @@ from segmentlake.core.shard_spec import (
     NON_ROOT_GENERATION_PARTITION_ID_MIN,
 )
 from segmentlake.errors import CommitConflict, LockRefused, SpecError
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, span_scope
+from segmentlake.metadata.lockbox import (
+    Lockbox,
+    expired_lock_deletes,
+    in_use,
+    span_scope,
+    unused_segment_rows,
+)
 from segmentlake.metadata.records import (
     LOCK,
     PENDING,
@@ -155,7 +161,10 @@ def allocate(
             (lk.interval.start_millis, lk.interval.end_millis, lk)
             for lk in map(lock_from_row, state.of(LOCK))
         )
-        rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING))
+        rows = ChunkRows(
+            state.of(SEGMENT) + state.of(PENDING),
+            retired=unused_segment_rows(lockbox.store, datasource, [r.interval for r in requests]),
+        )
         chunks: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
         changes = expired_lock_deletes(state, at)
         results = []
@@ -255,14 +264,20 @@ class ChunkRows:
     thousands of segments asked the same question of every row once per hour (an append's
     publish spent more time there than in its commit while compaction ran)."""
 
-    __slots__ = ("_by_interval", "_index", "_slots")
+    __slots__ = ("_by_interval", "_index", "_retired", "_slots")
 
-    def __init__(self, rows: Iterable[Row]) -> None:
+    def __init__(self, rows: Iterable[Row], *, retired: Iterable[Row] = ()) -> None:
         by_interval: dict[tuple[int, int], dict[str, list[Row]]] = {}
         for row in rows:
             versions = by_interval.setdefault((row["start_ms"], row["end_ms"]), {})
             versions.setdefault(row["version"], []).append(row)
         self._by_interval = by_interval
+        # Unused segments (lockbox.unused_segment_rows): they choose no chunk and no core
+        # partitions, but their ids stay taken.
+        self._retired: dict[tuple[int, int, str], list[Row]] = {}
+        for row in retired:
+            key = (row["start_ms"], row["end_ms"], row["version"])
+            self._retired.setdefault(key, []).append(row)
         # In the order rows first named each interval: ties between chunks resolve as they
         # would over the rows themselves.
         self._index = IntervalIndex((s, e, (s, e)) for s, e in by_interval)
@@ -282,15 +297,16 @@ class ChunkRows:
         found = self._slots.get(key)
         if found is None:
             rows = self._by_interval.get(interval.key, {}).get(version, [])
+            held = rows + self._retired.get((*interval.key, version), [])
             if overwrite:
                 low, high = (
                     NON_ROOT_GENERATION_PARTITION_ID_MIN,
                     NON_ROOT_GENERATION_PARTITION_ID_MAX,
                 )
-                taken = [r["partition_num"] for r in rows if low <= r["partition_num"] <= high]
+                taken = [r["partition_num"] for r in held if low <= r["partition_num"] <= high]
                 first = max(taken, default=low - 1) + 1
             else:
-                first = first_free_root_partition(rows)
+                first = first_free_root_partition(held)
             found = self._slots[key] = (first, _core_partitions(rows))
         return ChunkSlot(interval, version, *found)
 

@@ -37,7 +37,13 @@ from segmentlake.metadata.allocation import (
     chunk_for,
     refused,
 )
-from segmentlake.metadata.lockbox import Lockbox, expired_lock_deletes, in_use, span_scope
+from segmentlake.metadata.lockbox import (
+    Lockbox,
+    expired_lock_deletes,
+    in_use,
+    span_scope,
+    unused_segment_rows,
+)
 from segmentlake.metadata.publish import check_new_ids, new_segment_changes
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, Row, lock_from_row, lock_row
 from segmentlake.metadata.scope import NOTHING, Scope
@@ -102,11 +108,20 @@ def publish_append(
         at = now_ms()
         for requirement in requirements:
             requirement(state)
+        # Of the requests' chunks (each overlaps its request); copies go into other chunks,
+        # whose unused segments are read only when a copy is made.
+        retired = unused_segment_rows(store, datasource, intervals)
         segments, changes = _segments(
-            lockbox, datasource, requests, make, state, group_id, priority, at
+            lockbox, datasource, requests, make, state, group_id, priority, at, retired
         )
-        check_new_ids(state, segments)
-        copies = upgrades(state, segments, replaced=None, appended=True)
+        check_new_ids(state, segments, retired)
+        copies = upgrades(
+            state,
+            segments,
+            replaced=None,
+            appended=True,
+            retired=lambda: unused_segment_rows(store, datasource, [s.interval for s in segments]),
+        )
         changes += new_segment_changes(state, [*segments, *copies], at)
         if extra_rows is not None:
             changes += [Change("upsert", row) for row in extra_rows(copies)]
@@ -133,6 +148,7 @@ def _segments(
     group_id: str,
     priority: int,
     at: int,
+    retired: Sequence[Row],
 ) -> tuple[list[DataSegment], list[Change | ChangeBatch]]:
     """The segments of ``requests`` with their ids, and the lock changes deciding them made
     (revocations of lower-priority locks); LockRefused as allocation refuses."""
@@ -140,7 +156,7 @@ def _segments(
         (lk.interval.start_millis, lk.interval.end_millis, lk)
         for lk in map(lock_from_row, state.of(LOCK))
     )
-    rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING))
+    rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING), retired=retired)
     slots: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
     ids: list[tuple[AllocateRequest, SegmentId, ChunkSlot]] = []
     revoked: dict[str, Change] = {}

@@ -28,6 +28,7 @@ from segmentlake.metadata.records import (
     LOCK,
     PENDING,
     SEGMENT,
+    Row,
     lease_key,
     lease_row,
     lock_from_row,
@@ -80,6 +81,19 @@ def _overlaps(row: dict[str, object], interval: Interval) -> bool:
 def in_use() -> pc.Expression:
     """Rows that are not unused segments (locks and pending rows have no used flag)."""
     return pc.field("used").is_null() | pc.field("used")
+
+
+def unused_segment_rows(
+    store: MetadataStore, datasource: str, intervals: Sequence[Interval]
+) -> list[Row]:
+    """The unused segment records overlapping ``intervals``, as this process last read them:
+    call it inside a decision whose read covered ``intervals``. Their ids stay taken (as in
+    Druid, allocation looks at unused segments too): a new segment under an unused one's id
+    was dropped by the insert-if-absent, and marking the old one used again would bring
+    back other rows under the id the new one was published as."""
+    if not intervals:
+        return []
+    return store.unused_last_read(datasource, SEGMENT, span_scope(intervals))
 
 
 def live_locks(state: PartitionState, at_ms: int) -> list[TaskLock]:

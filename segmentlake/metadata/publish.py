@@ -24,6 +24,7 @@ from segmentlake.metadata.lockbox import (
     group_scope,
     in_use,
     span_scope,
+    unused_segment_rows,
 )
 from segmentlake.metadata.records import (
     LOCK,
@@ -121,9 +122,12 @@ def publish(
             if not covering.covers(seg):
                 mine = [lock_from_row(r) for r in state.of(LOCK) if r["group_id"] == group_id]
                 raise LockRefused(_uncovered(seg, mine, at))
-        check_new_ids(state, segments)
+        retired = unused_segment_rows(store, datasource, changed)
+        check_new_ids(state, segments, retired)
         published = [str(seg.id) for seg in segments]
-        copies = upgrades(state, segments, replaced=replaced, appended=appended)
+        copies = upgrades(
+            state, segments, replaced=replaced, appended=appended, retired=lambda: retired
+        )
         changes = new_segment_changes(state, [*segments, *copies], at)
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
         changes += [Change("upsert", row) for row in rows]
@@ -242,10 +246,14 @@ class _LockCover:
         )
 
 
-def check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> None:
-    """An id already published must be this very segment (a retried publish); another
-    segment under the same id would be dropped silently by the insert-if-absent."""
-    known = {r["id"]: r for r in state.of(SEGMENT)}
+def check_new_ids(
+    state: PartitionState, segments: Sequence[DataSegment], retired: Sequence[Row]
+) -> None:
+    """An id already published, used or not (``retired``: the unused segments the decision
+    knows of), must be this very segment (a retried publish); another segment under the
+    same id would be dropped silently by the insert-if-absent."""
+    known = {r["id"]: r for r in retired}
+    known.update((r["id"], r) for r in state.of(SEGMENT))
     seen: dict[str, DataSegment] = {}
     for seg in segments:
         sid = str(seg.id)
@@ -255,10 +263,11 @@ def check_new_ids(state: PartitionState, segments: Sequence[DataSegment]) -> Non
         if (other is not seg and other.load_spec != seg.load_spec) or (
             stored is not None and stored != dict(seg.load_spec)
         ):
+            unused = "an unused segment's " if row is not None and not row["used"] else ""
             raise SegmentLakeError(
-                f"publish of {sid} refused: that id already names other rows "
+                f"publish of {sid} refused: that id already names {unused}other rows "
                 f"({stored or dict(other.load_spec)}); ids come from lake.allocate, one per "
-                "segment"
+                "segment, and stay taken while a segment is unused"
             )
 
 

@@ -56,6 +56,7 @@ class _KindFold:
         self._keyset: set[str] | None = None
         self._live: pa.Table | None = None
         self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._unused: np.ndarray | None = None
 
     @property
     def rows(self) -> pa.Table:
@@ -77,15 +78,27 @@ class _KindFold:
         return self._live
 
     def within(
-        self, ranges: Sequence[tuple[int, int]], ids: frozenset[str], *, timed: bool
+        self,
+        ranges: Sequence[tuple[int, int]],
+        ids: frozenset[str],
+        *,
+        timed: bool,
+        unused_only: bool = False,
     ) -> pa.Table:
         """The live rows of this kind in a scope: rows with a time range overlapping one of
-        ``ranges`` (when the kind is ``timed``), and rows without one whose id is in ``ids``.
-        A numpy pass over cached columns: a transaction reading one chunk must not pay an
-        Arrow expression over 10^5 segment records."""
+        ``ranges`` (when the kind is ``timed``), and rows without one whose id is in ``ids``;
+        with ``unused_only``, only those whose ``used`` flag is false. A numpy pass over
+        cached columns: a transaction reading one chunk must not pay an Arrow expression
+        over 10^5 segment records."""
         live = self.live()
         if not live.num_rows or (not ranges and not ids):
             return live.schema.empty_table()
+        if unused_only:
+            if self._unused is None:  # a null flag (locks, pending rows) is not unused
+                unused = pc.fill_null(pc.equal(live["used"], False), False)
+                self._unused = unused.to_numpy(zero_copy_only=False)
+            if not self._unused.any():  # the usual case: nothing to take
+                return live.schema.empty_table()
         starts, ends, has_span = self._span_index(live)
         if timed:
             mask = np.zeros(live.num_rows, dtype=bool)
@@ -99,6 +112,9 @@ class _KindFold:
         if ids and loose.any():
             named = pc.is_in(live["id"], value_set=pa.array(sorted(ids), pa.string()))
             mask |= loose & pc.fill_null(named, False).to_numpy(zero_copy_only=False)
+        if unused_only:
+            assert self._unused is not None
+            mask &= self._unused
         picked = np.flatnonzero(mask)
         return _take(live, picked) if len(picked) else live.schema.empty_table()
 
@@ -182,6 +198,7 @@ class _KindFold:
     def _set(self, rows: pa.Table, keys: pa.ChunkedArray | None) -> None:
         self._live = None
         self._spans = None
+        self._unused = None
         chunks = rows.column(0).num_chunks if rows.num_columns else 0
         if chunks > _MAX_CHUNKS or (chunks > 1 and rows.num_rows <= _SMALL_KIND_ROWS):
             rows = rows.combine_chunks()
@@ -272,16 +289,22 @@ class PartitionFold:
         timed_kinds: frozenset[str],
         *,
         kinds: Sequence[str] | None = None,
+        unused_only: bool = False,
     ) -> pa.Table:
         """The live rows (of ``kinds``, when given) in a scope: rows of ``timed_kinds`` with a
         time range overlapping ``ranges``, and other rows whose ``<kind>:<id>`` is among
-        ``keys``."""
+        ``keys``; with ``unused_only``, only the rows whose ``used`` flag is false."""
         ids: dict[str, set[str]] = {}
         for key in keys:
             kind, _, row_id = key.partition(":")
             ids.setdefault(kind, set()).add(row_id)
         tables = [
-            fold.within(ranges, frozenset(ids.get(kind, ())), timed=kind in timed_kinds)
+            fold.within(
+                ranges,
+                frozenset(ids.get(kind, ())),
+                timed=kind in timed_kinds,
+                unused_only=unused_only,
+            )
             for kind, fold in sorted(self._kinds.items())
             if kinds is None or kind in kinds
         ]

@@ -52,13 +52,24 @@ def upgrades(
     *,
     replaced: frozenset[str] | None,
     appended: bool,
+    retired: Callable[[], Sequence[Row]],
 ) -> list[DataSegment]:
     """The upgraded copies a publish of ``published`` must add (see the module): for a
     replacing publish, ``replaced`` is the ids of every used segment it read; an append's
     publish (``appended``) copies its segments into newer chunks. Other publishes (an
-    exclusive overwrite, a minor compaction) replace data on purpose and add none."""
+    exclusive overwrite, a minor compaction) replace data on purpose and add none.
+    ``retired()`` gives the unused segments of the chunks copied into: copies are numbered
+    past them."""
     used = [r for r in state.of(SEGMENT) if r["used"]]
-    chunks = _Chunks(used, lambda: state.of(PENDING), published)
+    held: list[Row] | None = None
+
+    def pending_and_retired() -> list[Row]:
+        nonlocal held
+        if held is None:
+            held = [*state.of(PENDING), *retired()]
+        return held
+
+    chunks = _Chunks(used, pending_and_retired, published)
     copies: list[DataSegment] = []
     data = [s for s in published if not s.is_tombstone]
     if replaced is not None:
@@ -105,8 +116,9 @@ class _Chunks:
         published: Sequence[DataSegment],
     ) -> None:
         self.used = used
-        # The pending rows, made into dicts only when a copy needs a chunk's next partition
-        # (a bulk publish reads 10^4 of them and usually copies nothing).
+        # The pending rows (and the unused segments), made into dicts only when a copy needs
+        # a chunk's next partition (a bulk publish reads 10^4 of them and usually copies
+        # nothing). They hold ids, never data a copy must skip.
         self.pending = pending
         self.published = published
         self.known: dict[_ChunkKey, _TargetChunk] = {}
@@ -138,7 +150,7 @@ class _Chunks:
                 for r in self.used + self.pending()
                 if (r["start_ms"], r["end_ms"], r["version"]) == key
             ]
-            members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT])
+            members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT and r["used"]])
             members += [p for p in self.published if (*p.interval.key, p.version) == key]
             # Past what the chunk's segments hold and its overwrites cover (a copy numbered
             # inside a minor compaction's root range would be overshadowed by it).

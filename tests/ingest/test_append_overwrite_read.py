@@ -72,6 +72,24 @@ def test_appends_add_first_generation_segments_without_hiding_data(
     assert lake.read(ds).agg(F.sum("edits")).first()[0] == 4
 
 
+def test_an_append_after_a_segment_was_marked_unused_is_read(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    lake.append(edits(spark, DAY1), ds, spec())
+    lake.append(edits(spark, [("2024-01-01T05:00:00Z", "#fr", "dan", 3)]), ds, spec())
+    dan = max(lake.used_segments(ds), key=lambda s: s.shard_spec.partition_num)
+    assert lake.mark_unused([dan]) == 1
+
+    report = lake.append(edits(spark, [("2024-01-01T06:00:00Z", "#fr", "eve", 4)]), ds, spec())
+
+    # Under dan's id, eve's segment was dropped by the publish that reported it.
+    assert report.status == "SUCCESS"
+    assert sorted(r.user for r in lake.read(ds).collect()) == ["alice", "bob", "eve"]
+    assert lake.mark_used([dan]) == 1
+    assert sorted(r.user for r in lake.read(ds).collect()) == ["alice", "bob", "dan", "eve"]
+    assert [s.shard_spec.partition_num for s in lake.used_segments(ds)] == [0, 1, 2]
+
+
 def test_overwrite_replaces_the_interval_and_tombstones_empty_chunks(
     spark: SparkSession, lake: Lake, ds: str
 ) -> None:

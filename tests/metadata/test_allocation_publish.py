@@ -13,8 +13,8 @@ from deltalake import write_deltalake
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval, format_timestamp
-from segmentlake.core.shard_spec import NumberedShardSpec
-from segmentlake.errors import LockRefused, MetadataVersionError, SpecError
+from segmentlake.core.shard_spec import NumberedOverwriteShardSpec, NumberedShardSpec
+from segmentlake.errors import LockRefused, MetadataVersionError, SegmentLakeError, SpecError
 from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.lake import Lake
 from segmentlake.metadata.allocation import AllocateRequest
@@ -354,3 +354,37 @@ def test_commit_on_a_stale_read_conflicts_and_other_datasources_do_not(lake: Lak
     with pytest.raises(Conflict):
         lake.metadata.commit(before_first, [first], commit_id="second-first", operation="t")
     assert [lk.group_id for lk in lake.locks(empty)] == ["c"]
+
+
+def test_ids_of_unused_segments_stay_taken(lake: Lake, ds: str) -> None:
+    # As Druid's allocation: a new id is past the chunk's unused segments too. The insert of
+    # a new segment under an unused one's id was dropped, its append reported a success,
+    # and marking the old one used again brought the old rows back under that id.
+    owner = lake.actions.try_lock(ds, DAY, group_id="v1").lock
+    assert owner is not None
+    version = owner.version
+    core = [segment(ds, DAY, version, p, core=3) for p in range(3)]
+    lake.actions.publish(ds, core, group_id="v1", release_locks=False)
+    assert lake.mark_unused([core[2].id]) == 1
+    other_rows = replace(core[2], load_spec={"type": "delta", "segment": "other rows"})
+    with pytest.raises(SegmentLakeError, match="an unused segment's other rows"):
+        lake.actions.publish(ds, [other_rows], group_id="v1", release_locks=False)
+    lake.actions.release_locks(ds, "v1")
+    (compacting,) = lake.actions.allocate(
+        ds, [AllocateRequest(DAY, "minor")], group_id="minor", overwrite_version=version
+    )
+    minor = segment(ds, DAY, version, shard_spec=NumberedOverwriteShardSpec(32768, 1, 2, 1, 1))
+    assert compacting.segment_id == minor.id
+    lake.actions.publish(ds, [minor], group_id="minor")
+    assert lake.mark_unused([minor.id]) == 1
+
+    (append,) = lake.actions.allocate(ds, [AllocateRequest(DAY, "append")], group_id="append")
+    (again,) = lake.actions.allocate(
+        ds, [AllocateRequest(DAY, "minor-2")], group_id="minor-2", overwrite_version=version
+    )
+
+    assert append.segment_id.partition_num == 3
+    assert again.segment_id.partition_num == 32769
+    lake.actions.publish(ds, [pending_segment(append)], group_id="append")
+    assert lake.mark_used([core[2].id]) == 1
+    assert [s.shard_spec.partition_num for s in lake.used_segments(ds)] == [0, 1, 2, 3]

@@ -71,6 +71,23 @@ def test_replace_published_first_then_the_append_upgrades_itself(lake: Lake, ds:
     assert set(_visible(lake, ds)) == {replacing, copy}
 
 
+def test_an_upgraded_copy_is_numbered_past_the_unused_segments_of_its_chunk(
+    lake: Lake, ds: str
+) -> None:
+    s0, replacing, appended = _setup(lake, ds)
+    second = segment(ds, DAY, replacing.version, 1, 2)
+    whole = [segment(ds, DAY, replacing.version, 0, 2), second]
+    publish(lake.lockbox, ds, whole, group_id="R", replaced=frozenset({str(s0.id)}))
+    assert lake.mark_unused([second.id]) == 1
+    result = publish(lake.lockbox, ds, [appended], group_id="A", appended=True)
+    (copy,) = result.upgraded
+    # Numbered 1, it was dropped as the unused segment's id: the append was lost from the
+    # newer version once that segment was used again.
+    assert (copy.version, copy.shard_spec.partition_num) == (replacing.version, 2)
+    assert lake.mark_used([second.id]) == 1
+    assert set(_visible(lake, ds)) == {*whole, copy}
+
+
 def test_segments_read_by_the_replace_are_not_upgraded(lake: Lake, ds: str) -> None:
     s0, replacing, _ = _setup(lake, ds)
     result = publish(lake.lockbox, ds, [replacing], group_id="R", replaced=frozenset({str(s0.id)}))
