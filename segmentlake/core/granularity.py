@@ -144,10 +144,21 @@ class Granularity(enum.Enum, metaclass=StrictEnumType):
 _KNOWN = ", ".join(m.json_name.upper() for m in Granularity)
 
 
+_FINEST_FIRST = tuple(Granularity)  # iterating the enum itself costs a generator a call
+# No two granularities' buckets have one fixed length, and no calendar bucket has any of them.
+_FIXED_BY_LENGTH = {g.fixed_millis: g for g in Granularity if g.fixed_millis}
+
+
 def granularity_of_bucket(interval: Interval) -> Granularity | None:
     """The finest granularity of which ``interval`` is one bucket (a chunk's segment
     granularity), or None when it is no granularity's bucket."""
-    for member in Granularity:
-        if member.bucket(interval.start_millis) == interval:
+    start, end = interval.start_millis, interval.end_millis
+    fixed = _FIXED_BY_LENGTH.get(end - start)
+    if fixed is not None:
+        return fixed if fixed.bucket_start_millis(start) == start else None
+    for member in _FINEST_FIRST:
+        if member.fixed_millis and end != MAX_MILLIS:
+            continue  # (only the last bucket before MAX_MILLIS is cut short)
+        if member.bucket(start) == interval:
             return member
     return None

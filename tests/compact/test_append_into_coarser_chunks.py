@@ -139,3 +139,22 @@ def test_rows_take_the_start_of_the_joined_chunk_that_holds_their_bucket(
     got = [r[0] for r in frame.selectExpr(joined_chunk_sql(joined)).collect()]
     assert got == [jan, jan, feb, feb + 3 * day, feb + 5 * day]
     assert joined_chunk_sql([]) == f"`{CHUNK}`"
+
+
+def test_runs_of_adjacent_joined_chunks_and_single_ones_hold_their_buckets(
+    spark: SparkSession,
+) -> None:
+    # Runs of adjacent DAY chunks become range tests (the longest _MOST_RUNS of them), the
+    # rest one IN list; every hour bucket takes the start of the day holding it, if joined.
+    day, hour = 86_400_000, 3_600_000
+    base = 1_704_067_200_000
+    days = [*range(10), 12, *(d for r in range(20) for d in (20 + 3 * r, 21 + 3 * r)), 90]
+    joined = [Interval.of_millis(base + d * day, base + (d + 1) * day) for d in days]
+    buckets = [base + h * hour for h in range(0, 95 * 24, 5)]
+    frame = spark.createDataFrame([(b,) for b in buckets], f"{CHUNK} BIGINT")
+    sql = joined_chunk_sql(joined)
+    got = [r[0] for r in frame.selectExpr(sql).collect()]
+    held = {base + d * day for d in days}
+    assert got == [b - (b - base) % day if b - (b - base) % day in held else b for b in buckets]
+    assert sql.count(" AND ") == 16  # _MOST_RUNS range tests
+    assert " IN (" in sql

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segmentlake.core.granularity import Granularity
+from segmentlake.core.granularity import Granularity, granularity_of_bucket
 from segmentlake.core.interval import ETERNITY, MAX_MILLIS, MIN_MILLIS, Interval, to_millis
 from segmentlake.errors import SpecError
 
@@ -301,3 +301,21 @@ def test_iterate_covers_the_interval_with_contiguous_buckets(start, length, gran
     if granularity.is_aligned(interval):
         assert buckets[0].start_millis == interval.start_millis
         assert buckets[-1].end_millis == interval.end_millis
+
+
+@given(
+    st.sampled_from(list(Granularity)),
+    st.integers(min_value=MIN_MILLIS, max_value=MAX_MILLIS - 1),
+    st.integers(min_value=-2, max_value=2),
+)
+def test_the_granularity_of_a_bucket_is_the_finest_whose_bucket_it_is(
+    granularity: Granularity, instant: int, nudge: int
+) -> None:
+    bucket = granularity.bucket(instant)
+    # A bucket, or an interval just off one (its end moved by a few ms).
+    end = max(bucket.start_millis + 1, min(bucket.end_millis + nudge, MAX_MILLIS))
+    interval = Interval.of_millis(bucket.start_millis, end)
+    finest = next((g for g in Granularity if g.bucket(interval.start_millis) == interval), None)
+    assert granularity_of_bucket(interval) == finest
+    if nudge == 0:
+        assert finest is not None
