@@ -59,23 +59,28 @@ def joinable_chunks(segments: pa.Table, granularity: Granularity) -> tuple[Inter
         return ()
     used = segments.filter(in_use())
     coarse = pc.greater(pc.subtract(used["end_ms"], used["start_ms"]), longest)
-    candidates = _newest_by_chunk(used.filter(coarse))
-    if not candidates:
+    grouped = _grouped_by_chunk(used.filter(coarse))
+    if grouped.num_rows == 0:
         return ()
-    low = min(s for s, _, _ in candidates)
-    high = max(e for _, e, _ in candidates)
-    oldest = min(v for _, _, v in candidates)
     nearby = functools.reduce(
         pc.and_,
         [
             pc.invert(coarse),
-            pc.less(used["start_ms"], high),
-            pc.greater(used["end_ms"], low),
-            pc.greater(used["version"], oldest),
+            pc.less(used["start_ms"], pc.max(grouped["end_ms"])),
+            pc.greater(used["end_ms"], pc.min(grouped["start_ms"])),
+            pc.greater(used["version"], pc.min(grouped["version_max"])),
         ],
     )
+    others = used.filter(nearby)
+    # The answer of the last call when the coarser chunks are the same and nothing finer is
+    # newer: a stream's appends into compacted days change neither (its segments join the
+    # chunks), and 10^5 chunks took 0.47 s a call to check and make into intervals.
+    known = _LAST.get(granularity)
+    if others.num_rows == 0 and known is not None and known[0].equals(grouped):
+        return known[1]
+    candidates = _rows_of(grouped)
     found = []
-    for start, end in _newest_over_their_interval(candidates, used.filter(nearby)):
+    for start, end in _newest_over_their_interval(candidates, others):
         if not (
             granularity.bucket_start_millis(start) == start
             and granularity.bucket_start_millis(end) == end
@@ -84,7 +89,13 @@ def joinable_chunks(segments: pa.Table, granularity: Granularity) -> tuple[Inter
         chunk = Interval.of_millis(start, end)
         if granularity_of_bucket(chunk) is not None:
             found.append(chunk)
-    return tuple(found)
+    result = tuple(found)
+    if others.num_rows == 0:
+        _LAST[granularity] = (grouped, result)
+    return result
+
+
+_LAST: dict[Granularity, tuple[pa.Table, tuple[Interval, ...]]] = {}
 
 
 def _newest_over_their_interval(
@@ -103,9 +114,17 @@ def _newest_over_their_interval(
 
 def _newest_by_chunk(segments: pa.Table) -> list[tuple[int, int, str]]:
     """(start, end, highest version) of each distinct chunk interval of ``segments``."""
-    if segments.num_rows == 0:
-        return []
+    return _rows_of(_grouped_by_chunk(segments)) if segments.num_rows else []
+
+
+def _grouped_by_chunk(segments: pa.Table) -> pa.Table:
+    """Each distinct chunk interval of ``segments`` with its highest version
+    (``start_ms``, ``end_ms``, ``version_max``), sorted."""
     grouped = segments.group_by(["start_ms", "end_ms"]).aggregate([("version", "max")])
+    return grouped.sort_by([("start_ms", "ascending"), ("end_ms", "ascending")])
+
+
+def _rows_of(grouped: pa.Table) -> list[tuple[int, int, str]]:
     return list(
         zip(
             grouped["start_ms"].to_pylist(),

@@ -79,3 +79,25 @@ def test_a_chunk_not_made_of_whole_buckets_is_not_joined() -> None:
     assert joinable_chunks(segments((*month, "v1", True)), Granularity.ALL) == ()
     odd = (JAN_2024 + HOUR, JAN_2024 + 3 * HOUR)  # two hours: no granularity's bucket
     assert joinable_chunks(segments((*odd, "v1", True)), Granularity.HOUR) == ()
+
+
+def test_the_answer_kept_from_the_last_call_follows_every_change() -> None:
+    # The answer is kept while the coarser chunks and their versions stay the same and
+    # nothing finer is newer; any of those changing is seen on the next call.
+    days = [(*day(d), "v2", True) for d in range(3)]
+    assert len(joinable_chunks(segments(*days), Granularity.HOUR)) == 3
+    joined_again = segments(*days, (*day(1), "v2", True))  # a segment joined day 1
+    assert len(joinable_chunks(joined_again, Granularity.HOUR)) == 3
+    finer = segments(*days, (*hour(30), "v3", True))  # day 1 compacted again, finer
+    assert joinable_chunks(finer, Granularity.HOUR) == (
+        Interval.of_millis(*day(0)),
+        Interval.of_millis(*day(2)),
+    )
+    fewer = segments(*days[:2], (*day(2), "v1", False))
+    assert len(joinable_chunks(fewer, Granularity.HOUR)) == 2
+    newer = segments(days[0], days[1], (*day(2), "v4", True))
+    assert len(joinable_chunks(newer, Granularity.HOUR)) == 3
+    assert joinable_chunks(segments(*days), Granularity.SIX_HOUR) == tuple(
+        Interval.of_millis(*day(d)) for d in range(3)
+    )
+    assert joinable_chunks(segments(*days), Granularity.DAY) == ()
