@@ -36,10 +36,11 @@ from segmentlake.core.shard_spec import (
 from segmentlake.errors import CommitConflict, LockRefused, SpecError
 from segmentlake.metadata.lockbox import (
     Lockbox,
+    UnusedIds,
     expired_lock_deletes,
     in_use,
     span_scope,
-    unused_segment_rows,
+    unused_ids,
 )
 from segmentlake.metadata.records import (
     LOCK,
@@ -163,7 +164,7 @@ def allocate(
         )
         rows = ChunkRows(
             state.of(SEGMENT) + state.of(PENDING),
-            retired=unused_segment_rows(lockbox.store, datasource, [r.interval for r in requests]),
+            unused=unused_ids(lockbox.store, datasource, [r.interval for r in requests]),
         )
         chunks: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
         changes = expired_lock_deletes(state, at)
@@ -264,20 +265,16 @@ class ChunkRows:
     thousands of segments asked the same question of every row once per hour (an append's
     publish spent more time there than in its commit while compaction ran)."""
 
-    __slots__ = ("_by_interval", "_index", "_retired", "_slots")
+    __slots__ = ("_by_interval", "_index", "_slots", "_unused")
 
-    def __init__(self, rows: Iterable[Row], *, retired: Iterable[Row] = ()) -> None:
+    def __init__(self, rows: Iterable[Row], *, unused: UnusedIds | None = None) -> None:
         by_interval: dict[tuple[int, int], dict[str, list[Row]]] = {}
         for row in rows:
             versions = by_interval.setdefault((row["start_ms"], row["end_ms"]), {})
             versions.setdefault(row["version"], []).append(row)
         self._by_interval = by_interval
-        # Unused segments (lockbox.unused_segment_rows): they choose no chunk and no core
-        # partitions, but their ids stay taken.
-        self._retired: dict[tuple[int, int, str], list[Row]] = {}
-        for row in retired:
-            key = (row["start_ms"], row["end_ms"], row["version"])
-            self._retired.setdefault(key, []).append(row)
+        # Unused segments choose no chunk and no core partitions, but their ids stay taken.
+        self._unused = unused
         # In the order rows first named each interval: ties between chunks resolve as they
         # would over the rows themselves.
         self._index = IntervalIndex((s, e, (s, e)) for s, e in by_interval)
@@ -297,16 +294,21 @@ class ChunkRows:
         found = self._slots.get(key)
         if found is None:
             rows = self._by_interval.get(interval.key, {}).get(version, [])
-            held = rows + self._retired.get((*interval.key, version), [])
+            chunk = (*interval.key, version)
+            unused = self._unused
             if overwrite:
                 low, high = (
                     NON_ROOT_GENERATION_PARTITION_ID_MIN,
                     NON_ROOT_GENERATION_PARTITION_ID_MAX,
                 )
-                taken = [r["partition_num"] for r in held if low <= r["partition_num"] <= high]
+                taken = [r["partition_num"] for r in rows if low <= r["partition_num"] <= high]
+                if unused is not None and chunk in unused.last_overwrite:
+                    taken.append(unused.last_overwrite[chunk])
                 first = max(taken, default=low - 1) + 1
             else:
-                first = first_free_root_partition(held)
+                first = first_free_root_partition(rows)
+                if unused is not None:
+                    first = max(first, unused.next_root.get(chunk, 0))
             found = self._slots[key] = (first, _core_partitions(rows))
         return ChunkSlot(interval, version, *found)
 

@@ -39,10 +39,11 @@ from segmentlake.metadata.allocation import (
 )
 from segmentlake.metadata.lockbox import (
     Lockbox,
+    UnusedIds,
     expired_lock_deletes,
     in_use,
     span_scope,
-    unused_segment_rows,
+    unused_ids,
 )
 from segmentlake.metadata.publish import check_new_ids, new_segment_changes
 from segmentlake.metadata.records import LOCK, PENDING, SEGMENT, Row, lock_from_row, lock_row
@@ -110,17 +111,17 @@ def publish_append(
             requirement(state)
         # Of the requests' chunks (each overlaps its request); copies go into other chunks,
         # whose unused segments are read only when a copy is made.
-        retired = unused_segment_rows(store, datasource, intervals)
+        unused = unused_ids(store, datasource, intervals)
         segments, changes = _segments(
-            lockbox, datasource, requests, make, state, group_id, priority, at, retired
+            lockbox, datasource, requests, make, state, group_id, priority, at, unused
         )
-        check_new_ids(state, segments, retired)
+        check_new_ids(state, segments, unused)
         copies = upgrades(
             state,
             segments,
             replaced=None,
             appended=True,
-            retired=lambda: unused_segment_rows(store, datasource, [s.interval for s in segments]),
+            unused=lambda: unused_ids(store, datasource, [s.interval for s in segments]),
         )
         changes += new_segment_changes(state, [*segments, *copies], at)
         if extra_rows is not None:
@@ -148,7 +149,7 @@ def _segments(
     group_id: str,
     priority: int,
     at: int,
-    retired: Sequence[Row],
+    unused: UnusedIds,
 ) -> tuple[list[DataSegment], list[Change | ChangeBatch]]:
     """The segments of ``requests`` with their ids, and the lock changes deciding them made
     (revocations of lower-priority locks); LockRefused as allocation refuses."""
@@ -156,7 +157,7 @@ def _segments(
         (lk.interval.start_millis, lk.interval.end_millis, lk)
         for lk in map(lock_from_row, state.of(LOCK))
     )
-    rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING), retired=retired)
+    rows = ChunkRows(state.of(SEGMENT) + state.of(PENDING), unused=unused)
     slots: dict[tuple[tuple[int, int], str], ChunkSlot] = {}
     ids: list[tuple[AllocateRequest, SegmentId, ChunkSlot]] = []
     revoked: dict[str, Change] = {}

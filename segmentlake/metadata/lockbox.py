@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from segmentlake.core.interval import Interval
 from segmentlake.core.locks import LockRequest, TaskLock, decide_lock
+from segmentlake.core.shard_spec import NON_ROOT_GENERATION_PARTITION_ID_MIN
 from segmentlake.errors import LockRefused
 from segmentlake.metadata.records import (
     LEASE,
@@ -83,17 +85,64 @@ def in_use() -> pc.Expression:
     return pc.field("used").is_null() | pc.field("used")
 
 
-def unused_segment_rows(
-    store: MetadataStore, datasource: str, intervals: Sequence[Interval]
-) -> list[Row]:
-    """The unused segment records overlapping ``intervals``, as this process last read them:
-    call it inside a decision whose read covered ``intervals``. Their ids stay taken (as in
-    Druid, allocation looks at unused segments too): a new segment under an unused one's id
-    was dropped by the insert-if-absent, and marking the old one used again would bring
-    back other rows under the id the new one was published as."""
-    if not intervals:
-        return []
-    return store.unused_last_read(datasource, SEGMENT, span_scope(intervals))
+@dataclass(frozen=True)
+class UnusedIds:
+    """The ids the unused segments of the chunks a decision touches keep taken (as in
+    Druid, allocation looks at unused segments too): per chunk ``(start ms, end ms,
+    version)``, the first root partition past them and the root ranges of their overwrite
+    segments, and their highest overwrite partition. A new segment under an unused one's id
+    was dropped by the insert-if-absent (its append reported success), and marking the old
+    one used again brought back other rows under that id. Aggregated in Arrow: a
+    compaction's cleanup leaves thousands of unused records in the days a stream appends to."""
+
+    datasource: str
+    next_root: Mapping[tuple[int, int, str], int]
+    last_overwrite: Mapping[tuple[int, int, str], int]
+    records: pa.Table
+
+    def rows_of(self, ids: Collection[str]) -> list[Row]:
+        """The unused records among ``ids``, as row dicts."""
+        if not self.records.num_rows or not ids:
+            return []
+        named = pc.is_in(self.records["id"], value_set=pa.array(list(ids), pa.string()))
+        rows = self.records.filter(named).to_pylist()
+        return [{**row, "datasource": self.datasource} for row in rows]
+
+
+def unused_ids(store: MetadataStore, datasource: str, intervals: Sequence[Interval]) -> UnusedIds:
+    """The :class:`UnusedIds` of the unused segment records overlapping ``intervals``, as
+    this process last read them: call it inside a decision whose read covered
+    ``intervals`` (no I/O; the transaction's conflict check covers what it returns)."""
+    table = store.unused_last_read(datasource, SEGMENT, span_scope(intervals))
+    if not table.num_rows:
+        return UnusedIds(datasource, {}, {}, table)
+    part = table["partition_num"]
+    root = pc.less(part, NON_ROOT_GENERATION_PARTITION_ID_MIN)
+    no_partition = pa.scalar(None, pa.int32())
+    ids = pa.table(
+        {
+            "start_ms": table["start_ms"],
+            "end_ms": table["end_ms"],
+            "version": table["version"],
+            "next_root": pc.if_else(root, pc.add(part, 1), pc.fill_null(table["root_end"], 0)),
+            "overwrite": pc.if_else(root, no_partition, part),
+        }
+    )
+    grouped = ids.group_by(["start_ms", "end_ms", "version"]).aggregate(
+        [("next_root", "max"), ("overwrite", "max")]
+    )
+    keys = list(
+        zip(
+            grouped["start_ms"].to_pylist(),
+            grouped["end_ms"].to_pylist(),
+            grouped["version"].to_pylist(),
+            strict=True,
+        )
+    )
+    next_root = dict(zip(keys, grouped["next_root_max"].to_pylist(), strict=True))
+    overwrites = zip(keys, grouped["overwrite_max"].to_pylist(), strict=True)
+    last_overwrite = {k: p for k, p in overwrites if p is not None}
+    return UnusedIds(datasource, next_root, last_overwrite, table)
 
 
 def live_locks(state: PartitionState, at_ms: int) -> list[TaskLock]:

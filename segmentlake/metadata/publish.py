@@ -20,11 +20,12 @@ from segmentlake.core.segment import DataSegment
 from segmentlake.errors import LockRefused, SegmentLakeError, SpecError
 from segmentlake.metadata.lockbox import (
     Lockbox,
+    UnusedIds,
     expired_lock_deletes,
     group_scope,
     in_use,
     span_scope,
-    unused_segment_rows,
+    unused_ids,
 )
 from segmentlake.metadata.records import (
     LOCK,
@@ -122,11 +123,11 @@ def publish(
             if not covering.covers(seg):
                 mine = [lock_from_row(r) for r in state.of(LOCK) if r["group_id"] == group_id]
                 raise LockRefused(_uncovered(seg, mine, at))
-        retired = unused_segment_rows(store, datasource, changed)
-        check_new_ids(state, segments, retired)
+        unused = unused_ids(store, datasource, changed)
+        check_new_ids(state, segments, unused)
         published = [str(seg.id) for seg in segments]
         copies = upgrades(
-            state, segments, replaced=replaced, appended=appended, retired=lambda: retired
+            state, segments, replaced=replaced, appended=appended, unused=lambda: unused
         )
         changes = new_segment_changes(state, [*segments, *copies], at)
         rows = extra_rows(copies) if callable(extra_rows) else extra_rows
@@ -247,12 +248,12 @@ class _LockCover:
 
 
 def check_new_ids(
-    state: PartitionState, segments: Sequence[DataSegment], retired: Sequence[Row]
+    state: PartitionState, segments: Sequence[DataSegment], unused: UnusedIds
 ) -> None:
-    """An id already published, used or not (``retired``: the unused segments the decision
+    """An id already published, used or not (``unused``: the unused segments the decision
     knows of), must be this very segment (a retried publish); another segment under the
     same id would be dropped silently by the insert-if-absent."""
-    known = {r["id"]: r for r in retired}
+    known = {r["id"]: r for r in unused.rows_of({str(seg.id) for seg in segments})}
     known.update((r["id"], r) for r in state.of(SEGMENT))
     seen: dict[str, DataSegment] = {}
     for seg in segments:
@@ -263,9 +264,9 @@ def check_new_ids(
         if (other is not seg and other.load_spec != seg.load_spec) or (
             stored is not None and stored != dict(seg.load_spec)
         ):
-            unused = "an unused segment's " if row is not None and not row["used"] else ""
+            whose = "an unused segment's " if row is not None and not row["used"] else ""
             raise SegmentLakeError(
-                f"publish of {sid} refused: that id already names {unused}other rows "
+                f"publish of {sid} refused: that id already names {whose}other rows "
                 f"({stored or dict(other.load_spec)}); ids come from lake.allocate, one per "
                 "segment, and stay taken while a segment is unused"
             )

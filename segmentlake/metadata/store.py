@@ -330,7 +330,7 @@ class MetadataStore:
             table = table.select([c for c in columns if c != PARTITION_COLUMN])
         return table
 
-    def unused_last_read(self, datasource: str, kind: str, scope: Scope) -> list[Row]:
+    def unused_last_read(self, datasource: str, kind: str, scope: Scope) -> pa.Table:
         """The live rows of ``kind`` in ``scope`` whose ``used`` flag is false, as this
         process last read the partition (no read: call it inside a decision whose read
         covered ``scope``). A numpy mask kept with the rows: no Arrow pass over the rows in
@@ -338,11 +338,8 @@ class MetadataStore:
         with self._lock:
             fold = self._folds.get(datasource)
             if fold is None:
-                return []
-            table = fold.within(
-                scope.ranges, scope.keys, TIME_KINDS, kinds=[kind], unused_only=True
-            )
-        return _pylist(datasource, table)
+                return FOLD_SCHEMA.empty_table()
+            return fold.within(scope.ranges, scope.keys, TIME_KINDS, kinds=[kind], unused_only=True)
 
     def last_read(
         self, datasource: str, kinds: Sequence[str], columns: Sequence[str]

@@ -32,6 +32,7 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.shard_spec import FIRST_GENERATION_PARTITION_ID_MAX, NumberedShardSpec
 from segmentlake.errors import SpecError
+from segmentlake.metadata.lockbox import UnusedIds
 from segmentlake.metadata.records import (
     PENDING,
     SEGMENT,
@@ -52,24 +53,23 @@ def upgrades(
     *,
     replaced: frozenset[str] | None,
     appended: bool,
-    retired: Callable[[], Sequence[Row]],
+    unused: Callable[[], UnusedIds],
 ) -> list[DataSegment]:
     """The upgraded copies a publish of ``published`` must add (see the module): for a
     replacing publish, ``replaced`` is the ids of every used segment it read; an append's
     publish (``appended``) copies its segments into newer chunks. Other publishes (an
     exclusive overwrite, a minor compaction) replace data on purpose and add none.
-    ``retired()`` gives the unused segments of the chunks copied into: copies are numbered
-    past them."""
+    ``unused()`` gives what the unused segments of the chunks copied into hold: copies are
+    numbered past them (asked only when a copy is made)."""
     used = [r for r in state.of(SEGMENT) if r["used"]]
-    held: list[Row] | None = None
+    known: list[UnusedIds] = []
 
-    def pending_and_retired() -> list[Row]:
-        nonlocal held
-        if held is None:
-            held = [*state.of(PENDING), *retired()]
-        return held
+    def unused_once() -> UnusedIds:
+        if not known:
+            known.append(unused())
+        return known[0]
 
-    chunks = _Chunks(used, pending_and_retired, published)
+    chunks = _Chunks(used, lambda: state.of(PENDING), published, unused_once)
     copies: list[DataSegment] = []
     data = [s for s in published if not s.is_tombstone]
     if replaced is not None:
@@ -114,11 +114,12 @@ class _Chunks:
         used: list[Row],
         pending: Callable[[], list[Row]],
         published: Sequence[DataSegment],
+        unused: Callable[[], UnusedIds],
     ) -> None:
         self.used = used
-        # The pending rows (and the unused segments), made into dicts only when a copy needs
-        # a chunk's next partition (a bulk publish reads 10^4 of them and usually copies
-        # nothing). They hold ids, never data a copy must skip.
+        self.unused = unused
+        # The pending rows, made into dicts only when a copy needs a chunk's next partition
+        # (a bulk publish reads 10^4 of them and usually copies nothing).
         self.pending = pending
         self.published = published
         self.known: dict[_ChunkKey, _TargetChunk] = {}
@@ -150,13 +151,14 @@ class _Chunks:
                 for r in self.used + self.pending()
                 if (r["start_ms"], r["end_ms"], r["version"]) == key
             ]
-            members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT and r["used"]])
+            members = segments_from_rows([r for r in rows if r["kind"] == SEGMENT])
             members += [p for p in self.published if (*p.interval.key, p.version) == key]
             # Past what the chunk's segments hold and its overwrites cover (a copy numbered
             # inside a minor compaction's root range would be overshadowed by it).
             first = max(
                 first_free_root_partition(rows),
                 max((m.shard_spec.end_root_partition_id for m in members), default=0),
+                self.unused().next_root.get(key, 0),  # unused segments keep their ids
             )
             chunk = _TargetChunk(
                 Interval.of_millis(start, end),
