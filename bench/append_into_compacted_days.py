@@ -13,6 +13,12 @@ The datasource is built by one ``lake.append`` by DAY of two rows a day. Then ``
 appends of 100 rows into the last day, by HOUR, alternating with the plain way: the same
 rows appended to a Delta table of the same rows partitioned by day (``partitionBy("day")``),
 10^4 partitions. Medians after the first (warm-up) round; ratio = segmentlake / plain.
+
+``--new-driver`` makes each round what a batch job's one append is: segmentlake appends
+through a new ``Lake`` (its metadata read cold, as a new driver reads it), and both sides
+start with Delta's log cache cleared:
+
+    .venv/bin/python bench/append_into_compacted_days.py --new-driver
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ingest_read import alternating
 
 from segmentlake.lake import Lake
+from segmentlake.metadata import chunk_layout
 from segmentlake.spark.session import spark_session
 
 CONF = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
@@ -78,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--new-driver", action="store_true", help="a cold Lake every round")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     spark = spark_session(app_name="bench-compacted-days", quiet_progress=True, extra_conf=CONF)
@@ -98,12 +106,22 @@ def main() -> None:
         daily = small.withColumn("day", by_day)
         segments: list[int] = []
 
+        def cold() -> None:
+            if args.new_driver:
+                # What a new driver does not have: the layout kept from the last append
+                # (process memory, not the Lake's) and Delta's cached logs.
+                chunk_layout._LAST.clear()
+                spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
+
         def ours(_: int) -> None:
-            report = lake.append(small, "ds", spec("hour"))
+            cold()
+            appender = Lake(spark, lake.warehouse) if args.new_driver else lake
+            report = appender.append(small, "ds", spec("hour"))
             assert report.status == "SUCCESS", report.error
             segments.append(report.segments)
 
         def theirs(_: int) -> None:
+            cold()
             daily.write.format("delta").mode("append").partitionBy("day").save(plain)
 
         lake_s, plain_s = alternating(args.rounds, ours, theirs)
@@ -115,6 +133,7 @@ def main() -> None:
                 {
                     "command": " ".join(sys.argv),
                     "day_chunks": args.days,
+                    "new_driver": args.new_driver,
                     "build_s": round(build_s, 1),
                     "rounds_counted": args.rounds - 1,
                     "segmentlake_s": round(med(lake_s[1:]), 3),

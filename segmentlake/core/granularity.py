@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping
 from datetime import MAXYEAR as MAX_YEAR
 from datetime import UTC, datetime
 
+import numpy as np
+
 from segmentlake.core.interval import (
     MAX_MILLIS,
     MIN_MILLIS,
@@ -22,7 +24,7 @@ from segmentlake.core.interval import (
 from segmentlake.core.spec_reader import StrictEnumType, safe_repr
 from segmentlake.errors import SpecError
 
-__all__ = ["WEEK_ORIGIN_MILLIS", "Granularity", "granularity_of_bucket"]
+__all__ = ["WEEK_ORIGIN_MILLIS", "Granularity", "bucket_granularities", "granularity_of_bucket"]
 
 _SECOND = 1000
 _MINUTE = 60 * _SECOND
@@ -137,6 +139,18 @@ class Granularity(enum.Enum, metaclass=StrictEnumType):
             and self.bucket_start_millis(interval.end_millis) == interval.end_millis
         )
 
+    def starts_buckets(self, millis: np.ndarray) -> np.ndarray:
+        """Whether each instant of ``millis`` (epoch ms, int64) starts one of this
+        granularity's buckets, as a bool array: one vectorised test for the fixed lengths
+        (an append checks every compacted chunk of its datasource, 10^5 of them)."""
+        if self is Granularity.ALL:
+            return np.asarray(millis == MIN_MILLIS)
+        if self.fixed_millis:
+            origin = WEEK_ORIGIN_MILLIS if self is Granularity.WEEK else 0
+            return np.asarray((millis - origin) % self.fixed_millis == 0)
+        values = millis.tolist()
+        return np.fromiter((self.bucket_start_millis(m) == m for m in values), bool, len(values))
+
     def __str__(self) -> str:
         return self.name
 
@@ -162,3 +176,23 @@ def granularity_of_bucket(interval: Interval) -> Granularity | None:
         if member.bucket(start) == interval:
             return member
     return None
+
+
+def bucket_granularities(starts: np.ndarray, ends: np.ndarray) -> dict[Granularity, np.ndarray]:
+    """:func:`granularity_of_bucket` of each interval ``[starts[i], ends[i])`` (epoch ms,
+    int64 arrays), as a bool mask per granularity found; an interval in no mask is no
+    granularity's bucket. Fixed lengths are tested in numpy, the calendar's one by one."""
+    lengths = ends - starts
+    found: dict[Granularity, np.ndarray] = {}
+    calendar = np.ones(len(starts), dtype=bool)
+    for length, member in _FIXED_BY_LENGTH.items():
+        this_length = lengths == length
+        calendar &= ~this_length
+        mask = this_length & member.starts_buckets(starts)
+        if mask.any():
+            found[member] = mask
+    for i in np.flatnonzero(calendar).tolist():
+        some = granularity_of_bucket(Interval.of_millis(int(starts[i]), int(ends[i])))
+        if some is not None:
+            found.setdefault(some, np.zeros(len(starts), dtype=bool))[i] = True
+    return found

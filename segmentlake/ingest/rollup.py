@@ -12,14 +12,15 @@ written by the tasks that read them, with no shuffle.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 
+import numpy as np
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from segmentlake.core.granularity import Granularity, granularity_of_bucket
+from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec
 from segmentlake.core.interval import Interval
+from segmentlake.core.joined_chunks import JoinedChunks
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
 from segmentlake.core.names import quote_identifier as _q
 from segmentlake.core.partition_hash import partition_keys
@@ -149,17 +150,18 @@ def _stored(
 
 
 def _segment_key_sql(
-    key_token: str, *, bucketed: bool = True, joined: Sequence[Interval] = ()
+    key_token: str, *, bucketed: bool = True, joined: JoinedChunks | None = None
 ) -> str:
     """SQL of a row's write key: ``<chunk ms>[.<bucket>].<key_token>``, the chunk being one
     of ``joined`` where it holds the row (:func:`joined_chunk_sql`)."""
     if not key_token.isalnum():  # it goes into the SQL text as it is
         raise ValueError(f"a task's key token is letters and digits, not {key_token!r}")
     bucket = f"'.', CAST({_q(BUCKET)} AS STRING), " if bucketed else ""
-    return f"concat(CAST({joined_chunk_sql(joined)} AS STRING), {bucket}'.{key_token}')"
+    chunk = _q(CHUNK) if joined is None else joined_chunk_sql(joined)
+    return f"concat(CAST({chunk} AS STRING), {bucket}'.{key_token}')"
 
 
-def joined_chunk_sql(joined: Sequence[Interval]) -> str:
+def joined_chunk_sql(joined: JoinedChunks) -> str:
     """SQL of the start of a row's chunk: the one of ``joined`` (coarser chunks made of whole
     buckets, see :mod:`~segmentlake.metadata.chunk_layout`) that holds the row's bucket, else
     the bucket itself. Per granularity among them, a range test per run of adjacent chunks
@@ -167,42 +169,36 @@ def joined_chunk_sql(joined: Sequence[Interval]) -> str:
     test for the rest: one IN list of 10^4 chunks cost an append 0.6 s in building and
     planning its SQL."""
     chunk = _q(CHUNK)
-    by_granularity: dict[Granularity, list[Interval]] = {}
-    for interval in joined:
-        granularity = granularity_of_bucket(interval)
-        if granularity is None:
-            raise ValueError(f"{interval} is no granularity's bucket")
-        by_granularity.setdefault(granularity, []).append(interval)
-    if not by_granularity:
-        return chunk
     cases = []
-    for granularity, chunks in by_granularity.items():
+    for granularity, (starts, ends) in joined.by_granularity().items():
         start = floor_millis_sql(granularity, chunk)
-        cases.append(f"WHEN {_held_sql(chunk, start, chunks)} THEN {start}")
-    return f"(CASE {' '.join(cases)} ELSE {chunk} END)"
+        cases.append(f"WHEN {_held_sql(chunk, start, starts, ends)} THEN {start}")
+    return f"(CASE {' '.join(cases)} ELSE {chunk} END)" if cases else chunk
 
 
 _MOST_RUNS = 16
 
 
-def _held_sql(bucket: str, chunk_start: str, chunks: Sequence[Interval]) -> str:
-    """SQL true when the bucket starting at ``bucket`` lies in one of ``chunks`` (of one
-    granularity, ``chunk_start`` the SQL of the start of that granularity's chunk holding
-    the bucket): adjacent chunks of one granularity tile their span, so a bucket starting
-    in a run's span lies in one of the run's chunks."""
-    runs: list[list[int]] = []  # [start, end] of each run of adjacent chunks
-    for c in sorted(chunks, key=lambda c: c.start_millis):
-        if runs and runs[-1][1] == c.start_millis:
-            runs[-1][1] = c.end_millis
-        else:
-            runs.append([c.start_millis, c.end_millis])
-    single = {c.start_millis: c.end_millis for c in chunks}
-    spans = [r for r in runs if single.get(r[0]) != r[1]]  # two chunks or more
-    ranged = sorted(spans, key=lambda r: r[1] - r[0], reverse=True)[:_MOST_RUNS]
-    tests = [f"({bucket} >= {s} AND {bucket} < {e})" for s, e in sorted(ranged)]
-    rest = [c.start_millis for c in chunks if not any(s <= c.start_millis < e for s, e in ranged)]
-    if rest:
-        tests.append(f"{chunk_start} IN ({', '.join(map(str, sorted(rest)))})")
+def _held_sql(bucket: str, chunk_start: str, starts: np.ndarray, ends: np.ndarray) -> str:
+    """SQL true when the bucket starting at ``bucket`` lies in one of the chunks
+    ``[starts[i], ends[i])`` (of one granularity, sorted; ``chunk_start`` the SQL of the
+    start of that granularity's chunk holding the bucket): adjacent chunks of one
+    granularity tile their span, so a bucket starting in a run's span lies in one of the
+    run's chunks."""
+    run_of = np.concatenate([[0], np.cumsum(starts[1:] != ends[:-1])])  # each chunk's run
+    firsts = np.flatnonzero(np.diff(run_of, prepend=-1))
+    lasts = np.append(firsts[1:] - 1, len(starts) - 1)
+    spans = ends[lasts] - starts[firsts]
+    several = np.flatnonzero(lasts > firsts)  # runs of two chunks or more
+    longest = several[np.argsort(-spans[several], kind="stable")[:_MOST_RUNS]]
+    ranged = np.sort(longest)
+    tests = [
+        f"({bucket} >= {s} AND {bucket} < {e})"
+        for s, e in zip(starts[firsts[ranged]].tolist(), ends[lasts[ranged]].tolist(), strict=True)
+    ]
+    rest = starts[~np.isin(run_of, ranged)]
+    if len(rest):
+        tests.append(f"{chunk_start} IN ({', '.join(map(str, rest.tolist()))})")
     return " OR ".join(tests)
 
 
@@ -262,7 +258,7 @@ def segment_rows(
     dimensions: tuple[str, ...],
     *,
     key_token: str,
-    joined: Sequence[Interval] = (),
+    joined: JoinedChunks | None = None,
 ) -> DataFrame:
     """The rows to write: kept rows only, tagged with their chunk's write key, rolled up if
     the spec says so (one segment per chunk; the task splits oversized ones); a row whose

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec
 from segmentlake.core.interval import Interval
+from segmentlake.core.joined_chunks import JoinedChunks
 from segmentlake.core.load_spec import delta_load_spec
 from segmentlake.core.locks import LockGranularity, LockRequest, LockType
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, check_datasource_name, datasource_table_path
@@ -301,7 +302,7 @@ def _ingest(
 ) -> TaskReport:
     path = datasource_table_path(run.target.warehouse, run.datasource)
     crash_point("ingest.after_parse")
-    joined = () if version is not None else _joinable_chunks(run)
+    joined = JoinedChunks.empty() if version is not None else _joinable_chunks(run)
     while True:
         try:
             return _write_and_publish(
@@ -316,14 +317,14 @@ def _ingest(
             # chunk's first bucket starts where the chunk does, and one key would name the
             # rows of both writes.
             logger.info("%s: %s; writing again by bucket", run.task_id, changed)
-            joined = ()
+            joined = JoinedChunks.empty()
             run.key_token = new_key_token()
 
 
-def _joinable_chunks(run: _RunningTask) -> tuple[Interval, ...]:
+def _joinable_chunks(run: _RunningTask) -> JoinedChunks:
     granularity = run.spec.granularity_spec.segment_granularity
     store = run.target.lockbox.store
-    joined = last_read_joinable_chunks(store, run.datasource, granularity)
+    joined = last_read_joinable_chunks(store, run.datasource, granularity, run.interval)
     if joined:
         logger.info(
             "%s: %d existing chunk(s) coarser than %s: one segment each",
@@ -337,7 +338,7 @@ def _write_and_publish(
     parsed: ParsedInput,
     path: str,
     version: str | None,
-    joined: tuple[Interval, ...],
+    joined: JoinedChunks,
     priority: int,
     lock_timeout_s: float,
     beat: LeaseKeeper | _NoHeartbeat,
@@ -408,7 +409,7 @@ def _write_and_publish(
 
 
 def _write(
-    run: _RunningTask, parsed: ParsedInput, path: str, joined: tuple[Interval, ...]
+    run: _RunningTask, parsed: ParsedInput, path: str, joined: JoinedChunks
 ) -> tuple[dict[str, WrittenSegment], tuple[int, int], Partitioning | None]:
     """Write one segment per chunk (per bucket, for perfect rollup; per existing chunk of
     ``joined`` where one holds the rows) in one Spark job,
@@ -700,7 +701,7 @@ class _Describe:
     def publish_append(
         self,
         written: Mapping[str, WrittenSegment],
-        joined: tuple[Interval, ...],
+        joined: JoinedChunks,
         priority: int,
         lock_timeout_s: float,
         ledger: Callable[[list[DataSegment]], list[dict[str, Any]]],
@@ -711,10 +712,9 @@ class _Describe:
         the number of upgraded copies it added. Raises :class:`ChunkLayoutChanged` when no
         chunk holds a chunk of ``joined`` it wrote for any more."""
         granularity = self.run.spec.granularity_spec.segment_granularity
-        chunks = {c.start_millis: c for c in joined}
         keys = sorted(written, key=key_order)
         requests = [
-            _request(granularity, chunks, key_order(k)[0], f"{self.run.task_id}|{k}") for k in keys
+            _request(granularity, joined, key_order(k)[0], f"{self.run.task_id}|{k}") for k in keys
         ]
         by_sequence = {r.sequence_name: written[k] for r, k in zip(requests, keys, strict=True)}
 
@@ -746,9 +746,9 @@ class _Describe:
 
 
 def _request(
-    granularity: Granularity, joined: Mapping[int, Interval], chunk_ms: int, sequence: str
+    granularity: Granularity, joined: JoinedChunks, chunk_ms: int, sequence: str
 ) -> AllocateRequest:
-    chunk = joined.get(chunk_ms)
+    chunk = joined.starting_at(chunk_ms)
     if chunk is None:
         return AllocateRequest(granularity.bucket(chunk_ms), sequence)
     return AllocateRequest(chunk, sequence, joins_chunk=True)

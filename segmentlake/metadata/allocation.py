@@ -263,11 +263,13 @@ class ChunkRows:
     """The segment and pending rows a decision read, by chunk (interval, then version), to
     answer :func:`chunk_for` without scanning them: HOUR appends into a DAY chunk of
     thousands of segments asked the same question of every row once per hour (an append's
-    publish spent more time there than in its commit while compaction ran)."""
+    publish spent more time there than in its commit while compaction ran). ``unused`` is
+    what :func:`~segmentlake.metadata.lockbox.unused_ids` found in the decision's intervals,
+    required so that no caller forgets the ids unused segments keep (None: there are none)."""
 
     __slots__ = ("_by_interval", "_index", "_slots", "_unused")
 
-    def __init__(self, rows: Iterable[Row], *, unused: UnusedIds | None = None) -> None:
+    def __init__(self, rows: Iterable[Row], *, unused: UnusedIds | None) -> None:
         by_interval: dict[tuple[int, int], dict[str, list[Row]]] = {}
         for row in rows:
             versions = by_interval.setdefault((row["start_ms"], row["end_ms"]), {})

@@ -7,9 +7,10 @@ chunk_for`). Written by bucket, an append of 72 hours added 72 segments to 3 chu
 day where Druid's appenderator adds one per chunk per sequence — and every later decision
 read them. Keyed by the chunk instead, the rows of all its buckets make one segment.
 
-What is read here is a hint, taken from what this process last read and never refreshed
-for it; the publish decides on a fresh read. A joined chunk that newer, finer chunks
-overshadow by then gets the segment copied into them, as any append into it does
+What is read here is a hint, taken from what this process last read (a process that never
+read the datasource reads it once: a batch job is a new driver, and its one append would
+otherwise write by bucket); the publish decides on a fresh read. A joined chunk that newer,
+finer chunks overshadow by then gets the segment copied into them, as any append into it does
 (:mod:`~segmentlake.metadata.upgrade`); one that is gone (marked unused) is refused with
 ``ChunkLayoutChanged``, and the append writes again by bucket.
 """
@@ -17,16 +18,18 @@ overshadow by then gets the segment copied into them, as any append into it does
 from __future__ import annotations
 
 import functools
-import itertools
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from segmentlake.core.granularity import Granularity, granularity_of_bucket
+from segmentlake.core.granularity import Granularity, bucket_granularities
 from segmentlake.core.interval import Interval
 from segmentlake.core.interval_index import IntervalIndex
+from segmentlake.core.joined_chunks import JoinedChunks
 from segmentlake.metadata.lockbox import in_use
 from segmentlake.metadata.records import SEGMENT
+from segmentlake.metadata.scope import EVERYTHING, Scope
 from segmentlake.metadata.store import MetadataStore
 
 __all__ = ["joinable_chunks", "last_read_joinable_chunks"]
@@ -36,32 +39,48 @@ _COLUMNS = ("start_ms", "end_ms", "version", "used")
 
 
 def last_read_joinable_chunks(
-    store: MetadataStore, datasource: str, granularity: Granularity
-) -> tuple[Interval, ...]:
-    """:func:`joinable_chunks` of what this process last read of ``datasource`` (nothing
-    when it has not read it: no read is made for a hint)."""
+    store: MetadataStore,
+    datasource: str,
+    granularity: Granularity,
+    interval: Interval | None = None,
+) -> JoinedChunks:
+    """:func:`joinable_chunks` of what this process last read of ``datasource``, reading it
+    first (within ``interval``, when the append names one) only if it never did. The later
+    reads of a process are not refreshed for a hint: its publish refreshes them anyway, and
+    the publish, not this, decides."""
     segments = store.last_read(datasource, [SEGMENT], _COLUMNS)
-    return () if segments is None else joinable_chunks(segments, granularity)
+    if segments is None:
+        # Its publish would read as much (a cold read of 10^5 records: 0.3-0.7 s) and then
+        # only catches up; here it tells the write which chunks to join.
+        store.read(datasource, scope=_scope_of(interval))
+        segments = store.last_read(datasource, [SEGMENT], _COLUMNS)
+    return JoinedChunks.empty() if segments is None else joinable_chunks(segments, granularity)
 
 
-def joinable_chunks(segments: pa.Table, granularity: Granularity) -> tuple[Interval, ...]:
+def _scope_of(interval: Interval | None) -> Scope:
+    if interval is None:
+        return EVERYTHING
+    return Scope.of(ranges=[(interval.start_millis, interval.end_millis)])
+
+
+def joinable_chunks(segments: pa.Table, granularity: Granularity) -> JoinedChunks:
     """The chunks of ``segments`` (start_ms, end_ms, version, used) coarser than
     ``granularity``'s buckets and made of whole ones, each in a version newer than that of
     every other chunk it overlaps: an append of ``granularity`` joins such a chunk with every
     bucket it holds, so its rows there can be one segment. Sorted by start."""
     if granularity is Granularity.ALL or segments.num_rows == 0:
-        return ()
+        return JoinedChunks.empty()
     longest = granularity.fixed_millis or granularity.months * 31 * _DAY_MS
     # The length test first, on every record: in the usual case (every chunk a bucket of
     # this granularity) nothing passes it, and no filtered copy of 10^6 records is made.
     coarse = pc.greater(pc.subtract(segments["end_ms"], segments["start_ms"]), longest)
     if not pc.any(coarse).as_py():
-        return ()
+        return JoinedChunks.empty()
     used = segments.filter(in_use())
     coarse = pc.greater(pc.subtract(used["end_ms"], used["start_ms"]), longest)
     grouped = _grouped_by_chunk(used.filter(coarse))
     if grouped.num_rows == 0:
-        return ()
+        return JoinedChunks.empty()
     nearby = functools.reduce(
         pc.and_,
         [
@@ -78,38 +97,39 @@ def joinable_chunks(segments: pa.Table, granularity: Granularity) -> tuple[Inter
     known = _LAST.get(granularity)
     if others.num_rows == 0 and known is not None and known[0].equals(grouped):
         return known[1]
-    candidates = _rows_of(grouped)
-    found = []
-    for start, end in _newest_over_their_interval(candidates, others):
-        if not (
-            granularity.bucket_start_millis(start) == start
-            and granularity.bucket_start_millis(end) == end
-        ):
-            continue  # not made of whole buckets
-        chunk = Interval.of_millis(start, end)
-        if granularity_of_bucket(chunk) is not None:
-            found.append(chunk)
-    result = tuple(found)
+    starts = grouped["start_ms"].to_numpy()
+    ends = grouped["end_ms"].to_numpy()
+    whole = granularity.starts_buckets(starts) & granularity.starts_buckets(ends)
+    a_bucket = functools.reduce(
+        np.logical_or, bucket_granularities(starts, ends).values(), np.zeros(len(starts), bool)
+    )
+    keep = whole & a_bucket & _newest_over_their_interval(grouped, others)
+    result = JoinedChunks(starts[keep], ends[keep])
     if others.num_rows == 0:
         _LAST[granularity] = (grouped, result)
     return result
 
 
-_LAST: dict[Granularity, tuple[pa.Table, tuple[Interval, ...]]] = {}
+_LAST: dict[Granularity, tuple[pa.Table, JoinedChunks]] = {}
 
 
-def _newest_over_their_interval(
-    candidates: list[tuple[int, int, str]], others: pa.Table
-) -> list[tuple[int, int]]:
-    """The (start, end) of the ``candidates`` (start, end, version) in a version at least as
-    new as every chunk overlapping them, among the candidates and ``others``' chunks; sorted.
-    Compacted chunks usually overlap nothing: then no index of them is built (10^4 chunks
-    took 0.1 s a call to index and ask)."""
-    ordered = sorted(candidates)
-    if others.num_rows == 0 and all(a[1] <= b[0] for a, b in itertools.pairwise(ordered)):
-        return [(s, e) for s, e, _ in ordered]
-    index = IntervalIndex((s, e, v) for s, e, v in [*_newest_by_chunk(others), *ordered])
-    return [(s, e) for s, e, v in ordered if all(other <= v for other in index.overlapping(s, e))]
+def _newest_over_their_interval(grouped: pa.Table, others: pa.Table) -> np.ndarray:
+    """Which chunks of ``grouped`` (start_ms, end_ms, version_max; sorted) are in a version
+    newer than every other chunk overlapping them, among ``grouped``'s and ``others``'
+    chunks, as a mask. Compacted chunks usually overlap nothing: then nothing is indexed
+    (10^4 chunks took 0.1 s a call to index and ask)."""
+    starts = grouped["start_ms"].to_numpy()
+    ends = grouped["end_ms"].to_numpy()
+    if others.num_rows == 0 and bool(np.all(ends[:-1] <= starts[1:])):
+        return np.ones(len(starts), dtype=bool)
+    candidates = _rows_of(grouped)
+    index = IntervalIndex((s, e, v) for s, e, v in [*_newest_by_chunk(others), *candidates])
+    newest = [(s, e) for s, e, v in candidates if all(o <= v for o in index.overlapping(s, e))]
+    # Two overlapping chunks of one version (which publishes never make) are both newest:
+    # a row there has no one chunk to join, so neither is joined.
+    alone = IntervalIndex((s, e, (s, e)) for s, e in newest)
+    joined = {c for c in newest if alone.overlapping(*c) == [c]}
+    return np.array([(s, e) in joined for s, e, _ in candidates], dtype=bool)
 
 
 def _newest_by_chunk(segments: pa.Table) -> list[tuple[int, int, str]]:

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from segmentlake.core.interval import Interval
+from segmentlake.core.joined_chunks import JoinedChunks
 from segmentlake.ingest.parse import CHUNK
 from segmentlake.ingest.rollup import joined_chunk_sql
 from segmentlake.lake import Lake
@@ -60,6 +61,22 @@ def test_an_hour_append_into_day_chunks_adds_one_segment_a_day(
     assert sorted(str(s.interval) for s in added) == [DAY_1, DAY_2]
     assert report.segments == 2
     assert sum(s.num_rows for s in added) == report.rows.rows_out == 60
+    assert totals(lake.read(ds))["edits"] == edits + 60
+
+
+def test_a_process_that_never_read_the_datasource_joins_its_day_chunks_too(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    # A batch job is a new driver: its first append has read nothing of the datasource.
+    before, edits = days_before_an_append(spark, lake, ds)
+    new_process = Lake(spark, lake.warehouse, lease_seconds=600)
+
+    report = new_process.append(events(spark, hourly(30, 1)), ds, spec(segment="hour"))
+
+    assert report.status == "SUCCESS", report.summary()
+    added = new_segments(lake, ds, before)
+    assert sorted(str(s.interval) for s in added) == [DAY_1, DAY_2]
+    assert report.segments == 2
     assert totals(lake.read(ds))["edits"] == edits + 60
 
 
@@ -136,9 +153,9 @@ def test_rows_take_the_start_of_the_joined_chunk_that_holds_their_bucket(
     joined = [Interval.of_millis(jan, feb), Interval.of_millis(feb + 3 * day, feb + 4 * day)]
     buckets = [jan, jan + 17 * day + 5 * 3_600_000, feb, feb + 3 * day + 3_600_000, feb + 5 * day]
     frame = spark.createDataFrame([(b,) for b in buckets], f"{CHUNK} BIGINT")
-    got = [r[0] for r in frame.selectExpr(joined_chunk_sql(joined)).collect()]
+    got = [r[0] for r in frame.selectExpr(joined_chunk_sql(JoinedChunks.of(joined))).collect()]
     assert got == [jan, jan, feb, feb + 3 * day, feb + 5 * day]
-    assert joined_chunk_sql([]) == f"`{CHUNK}`"
+    assert joined_chunk_sql(JoinedChunks.empty()) == f"`{CHUNK}`"
 
 
 def test_runs_of_adjacent_joined_chunks_and_single_ones_hold_their_buckets(
@@ -152,7 +169,7 @@ def test_runs_of_adjacent_joined_chunks_and_single_ones_hold_their_buckets(
     joined = [Interval.of_millis(base + d * day, base + (d + 1) * day) for d in days]
     buckets = [base + h * hour for h in range(0, 95 * 24, 5)]
     frame = spark.createDataFrame([(b,) for b in buckets], f"{CHUNK} BIGINT")
-    sql = joined_chunk_sql(joined)
+    sql = joined_chunk_sql(JoinedChunks.of(joined))
     got = [r[0] for r in frame.selectExpr(sql).collect()]
     held = {base + d * day for d in days}
     assert got == [b - (b - base) % day if b - (b - base) % day in held else b for b in buckets]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segmentlake.core.granularity import Granularity, granularity_of_bucket
+from segmentlake.core.granularity import Granularity, bucket_granularities, granularity_of_bucket
 from segmentlake.core.interval import ETERNITY, MAX_MILLIS, MIN_MILLIS, Interval, to_millis
 from segmentlake.errors import SpecError
 
@@ -319,3 +320,35 @@ def test_the_granularity_of_a_bucket_is_the_finest_whose_bucket_it_is(
     assert granularity_of_bucket(interval) == finest
     if nudge == 0:
         assert finest is not None
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(Granularity)),
+            st.integers(min_value=MIN_MILLIS, max_value=MAX_MILLIS - 1),
+            st.integers(min_value=-2, max_value=2),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from(list(Granularity)),
+)
+def test_the_vectorised_bucket_tests_agree_with_the_scalar_ones(
+    drawn: list[tuple[Granularity, int, int]], asked: Granularity
+) -> None:
+    # An append checks 10^5 compacted chunks at once; each answer is the one-at-a-time one.
+    intervals = []
+    for granularity, instant, nudge in drawn:
+        bucket = granularity.bucket(instant)
+        end = max(bucket.start_millis + 1, min(bucket.end_millis + nudge, MAX_MILLIS))
+        intervals.append(Interval.of_millis(bucket.start_millis, end))
+    starts = np.array([i.start_millis for i in intervals], dtype=np.int64)
+    ends = np.array([i.end_millis for i in intervals], dtype=np.int64)
+
+    masks = bucket_granularities(starts, ends)
+    found = [next((g for g, m in masks.items() if m[k]), None) for k in range(len(intervals))]
+    assert found == [granularity_of_bucket(i) for i in intervals]
+    assert all(sum(bool(m[k]) for m in masks.values()) <= 1 for k in range(len(intervals)))
+    for instants in (starts, ends):
+        expected = [asked.bucket_start_millis(m) == m for m in instants.tolist()]
+        assert asked.starts_buckets(instants).tolist() == expected

@@ -128,7 +128,7 @@ rows_strategy = st.composite(_rows)()
 def test_chunk_for_answers_as_the_row_by_row_question(
     rows: list[Row], hours: list[int], overwrite: str | None
 ) -> None:
-    chunks = ChunkRows(rows)
+    chunks = ChunkRows(rows, unused=None)
     for hour in hours:  # one ChunkRows answers many requests, as a decision asks them
         interval = Interval.of_millis(hour * HOUR_MS, (hour + 1) * HOUR_MS)
         try:
@@ -152,7 +152,9 @@ def test_an_hour_append_joins_the_newest_day_chunk_and_its_ids() -> None:
         row(PENDING, 0, DAY_MS, "v2", 7, 3),
         row(SEGMENT, 0, HOUR_MS, "v1", 0, 1),
     ]
-    slot = chunk_for(ChunkRows(rows), Interval.of_millis(5 * HOUR_MS, 6 * HOUR_MS), None, AT)
+    slot = chunk_for(
+        ChunkRows(rows, unused=None), Interval.of_millis(5 * HOUR_MS, 6 * HOUR_MS), None, AT
+    )
     assert slot == ChunkSlot(Interval.of_millis(0, DAY_MS), "v2", 8, 3)
 
 
@@ -160,11 +162,11 @@ def test_an_append_after_a_minor_compaction_is_numbered_past_the_roots_it_covers
     # Partitions 0..3 were merged into one overwrite segment and marked unused: root id 0
     # would be overshadowed by it, so the append gets 4.
     rows = [row(SEGMENT, 0, DAY_MS, "v1", NON_ROOT_GENERATION_PARTITION_ID_MIN, 4, root_end=4)]
-    slot = chunk_for(ChunkRows(rows), Interval.of_millis(0, DAY_MS), None, AT)
+    slot = chunk_for(ChunkRows(rows, unused=None), Interval.of_millis(0, DAY_MS), None, AT)
     assert (slot.version, slot.next_partition) == ("v1", 4)
 
 
 def test_a_day_append_over_hour_chunks_is_refused_naming_them() -> None:
     rows = [row(SEGMENT, 2 * HOUR_MS, HOUR_MS, "v1", 0, 1)]
     with pytest.raises(SpecError, match=r"overlaps existing chunks .*T02:00:00.000Z"):
-        chunk_for(ChunkRows(rows), Interval.of_millis(0, DAY_MS), None, AT)
+        chunk_for(ChunkRows(rows, unused=None), Interval.of_millis(0, DAY_MS), None, AT)
