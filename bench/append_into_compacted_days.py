@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ingest_read import alternating
 
 from segmentlake.lake import Lake
-from segmentlake.metadata import chunk_layout
 from segmentlake.spark.session import spark_session
 
 CONF = {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
@@ -108,9 +107,7 @@ def main() -> None:
 
         def cold() -> None:
             if args.new_driver:
-                # What a new driver does not have: the layout kept from the last append
-                # (process memory, not the Lake's) and Delta's cached logs.
-                chunk_layout._LAST.clear()
+                # What a new driver does not have either: Delta's cached logs.
                 spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
 
         def ours(_: int) -> None:

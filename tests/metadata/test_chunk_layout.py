@@ -85,9 +85,9 @@ def test_a_chunk_not_made_of_whole_buckets_is_not_joined() -> None:
     assert chunks_joined(segments((*odd, "v1", True)), Granularity.HOUR) == ()
 
 
-def test_the_answer_kept_from_the_last_call_follows_every_change() -> None:
-    # The answer is kept while the coarser chunks and their versions stay the same and
-    # nothing finer is newer; any of those changing is seen on the next call.
+def test_each_change_to_the_chunks_is_seen_by_the_next_call() -> None:
+    # A stream calls this before every append: a joined day, a day compacted again finer,
+    # one marked unused and one in a newer version each change the answer, or do not.
     days = [(*day(d), "v2", True) for d in range(3)]
     assert len(chunks_joined(segments(*days), Granularity.HOUR)) == 3
     joined_again = segments(*days, (*day(1), "v2", True))  # a segment joined day 1
