@@ -31,7 +31,15 @@ from typing import Any, TypeVar
 
 from segmentlake.core.druid_filter import druid_filter_sql
 from segmentlake.core.granularity import Granularity
-from segmentlake.core.interval import Interval
+from segmentlake.core.interval import (
+    MAX_MILLIS,
+    MIN_MILLIS,
+    Interval,
+    format_timestamp,
+    parse_timestamp,
+    to_millis,
+)
+from segmentlake.core.joda_pattern import SparkPattern, spark_pattern
 from segmentlake.core.partitions_spec import (
     DimensionRangePartitionsSpec,
     DynamicPartitionsSpec,
@@ -79,7 +87,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano")
+TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano", "ruby")
 _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
 _DEFAULT_LG_K = 12
 _RESERVED_PREFIX = "__"
@@ -117,22 +125,63 @@ def _instance(value: Any, kind: type | tuple[type, ...], where: str) -> None:
 @dataclass(frozen=True, slots=True)
 class TimestampSpec:
     """Which input column holds each row's time, and how to read it: ``iso`` (ISO-8601
-    strings), ``millis``/``posix``/``micro``/``nano`` (epoch numbers), or ``auto`` (ISO strings,
-    timestamps, or epoch milliseconds)."""
+    strings), ``millis``/``posix``/``micro``/``nano`` (epoch numbers), ``ruby`` (epoch seconds
+    with a fraction), ``auto`` (ISO strings, timestamps, or epoch milliseconds), or a Joda
+    pattern such as ``"yyyy-MM-dd HH:mm:ss"`` (Druid's; see :mod:`segmentlake.core.joda_pattern`).
+    Named formats are matched without regard to case, as Druid does, and kept in lower case.
+    ``missing_value`` (epoch ms, or an ISO-8601 time; Druid's ``missingValue``) is the time of a
+    row whose column is null or absent, which is otherwise rejected.
+
+    >>> TimestampSpec("when", "dd/MMM/yyyy:HH:mm:ss Z").spark_pattern.pattern
+    "d'/'MMM'/'y':'H':'m':'s' 'XX"
+    """
 
     column: str = "timestamp"
     format: str = "auto"
+    missing_value: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.column, str) or not self.column.strip():
             raise SpecError(
                 f"timestampSpec.column must be a column name, got {safe_repr(self.column)}"
             )
-        if not isinstance(self.format, str) or self.format not in TIMESTAMP_FORMATS:
+        if not isinstance(self.format, str):
             raise SpecError(
-                f"timestampSpec.format {safe_repr(self.format)} is not supported; expected one "
-                "of " + ", ".join(TIMESTAMP_FORMATS)
+                f"timestampSpec.format must be a string (one of {', '.join(TIMESTAMP_FORMATS)} "
+                f"or a Joda pattern), got {safe_repr(self.format)}"
             )
+        if self.format.lower() in TIMESTAMP_FORMATS:
+            object.__setattr__(self, "format", self.format.lower())
+        else:
+            spark_pattern(self.format)  # a SpecError naming what Spark cannot parse
+        missing: Any = self.missing_value
+        if isinstance(missing, str):  # Druid's JSON gives an ISO-8601 time
+            try:
+                missing = to_millis(parse_timestamp(missing))
+            except SpecError as e:
+                raise SpecError(f"timestampSpec.missingValue: {e}") from e
+            object.__setattr__(self, "missing_value", missing)
+        if missing is not None and (
+            isinstance(missing, bool)
+            or not isinstance(missing, int)
+            or not MIN_MILLIS <= missing <= MAX_MILLIS
+        ):
+            raise SpecError(
+                "timestampSpec.missingValue must be a time in the years 0001-9999 (epoch ms or "
+                f"ISO-8601), got {safe_repr(missing)}"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        """Druid's JSON form."""
+        obj: dict[str, Any] = {"column": self.column, "format": self.format}
+        if self.missing_value is not None:
+            obj["missingValue"] = format_timestamp(self.missing_value)
+        return obj
+
+    @property
+    def spark_pattern(self) -> SparkPattern | None:
+        """The Spark pattern of a Joda ``format``; None for a named format."""
+        return None if self.format in TIMESTAMP_FORMATS else spark_pattern(self.format)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,10 +436,7 @@ class IngestionSpec:
         granularity = self.granularity_spec
         return {
             "dataSchema": {
-                "timestampSpec": {
-                    "column": self.timestamp_spec.column,
-                    "format": self.timestamp_spec.format,
-                },
+                "timestampSpec": self.timestamp_spec.to_json(),
                 "dimensionsSpec": dims.to_json(),
                 "metricsSpec": [metric_json(m) for m in self.metrics],
                 "granularitySpec": {

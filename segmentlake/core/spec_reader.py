@@ -642,15 +642,17 @@ class DataSchemaReader(JsonReader):
         obj = self.object(value, path)
         since = len(self.problems)
         self.keys(obj, path, ("column", "format", "missingValue"))
-        if obj.get("missingValue") is not None:
-            self.problem(
-                at(path, "missingValue"),
-                "not supported: a row without a timestamp is unparseable (counted against "
-                "maxParseExceptions); fill the column with a transform instead",
-            )
-        fields = {
+        fields: dict[str, Any] = {
             k: self.text(obj, k, path) for k in ("column", "format") if obj.get(k) is not None
         }
+        missing = obj.get("missingValue")
+        if isinstance(missing, str) or (isinstance(missing, int) and not isinstance(missing, bool)):
+            fields["missing_value"] = missing  # TimestampSpec reads the time itself
+        elif missing is not None:
+            self.problem(
+                at(path, "missingValue"),
+                f"must be an ISO-8601 time or epoch milliseconds, got {show(missing)}",
+            )
         return Section(path, fields, len(self.problems) == since)
 
     def dimensions(self, value: Any, path: str) -> Section:

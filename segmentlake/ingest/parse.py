@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame
@@ -20,8 +21,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from segmentlake.core.granularity import WEEK_ORIGIN_MILLIS, Granularity
-from segmentlake.core.ingest_spec import ExpressionTransform, IngestionSpec, MetricSpec
+from segmentlake.core.ingest_spec import (
+    ExpressionTransform,
+    IngestionSpec,
+    MetricSpec,
+    TimestampSpec,
+)
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
+from segmentlake.core.joda_pattern import SparkPattern
 from segmentlake.core.names import quote_identifier, sql_string
 from segmentlake.errors import SpecError
 from segmentlake.spark.user_sql import user_expression, with_user_sql
@@ -107,14 +114,24 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
     # transform makes (or remakes): every declared type holds in the segments.
     frame = cast_dimensions(_transformed(cast_dimensions(df, declared), spec), declared)
     columns = {f.name: f.dataType for f in frame.schema.fields}
-    ts_col = spec.timestamp_spec.column
-    _require(columns, [ts_col], "timestampSpec.column")
+    timestamp = spec.timestamp_spec
+    ts_col = timestamp.column
+    missing = timestamp.missing_value
+    # With Druid's missingValue, a row without the column has that time (as a null one does).
+    absent = missing is not None and ts_col not in columns
+    if not absent:
+        _require(columns, [ts_col], "timestampSpec.column")
     _require(columns, [m.field_name for m in spec.metrics if m.field_name], "metricsSpec fieldName")
     dimensions = _dimensions(spec, columns)
     # Two projections, each a JVM analysis of the plan (~10-20 ms), and SQL text (see the
     # module's docstring): 0.056 s where Column functions and four projections took 0.097 s.
     raw = quote_identifier(ts_col)
-    raw_ms = _epoch_millis_sql(raw, columns[ts_col], spec.timestamp_spec.format, ts_col)
+    if absent:
+        raw_ms = f"CAST({missing} AS BIGINT)"
+    else:
+        raw_ms = _epoch_millis_sql(raw, columns[ts_col], timestamp, ts_col)
+        if missing is not None:
+            raw_ms = f"CASE WHEN {raw} IS NULL THEN CAST({missing} AS BIGINT) ELSE {raw_ms} END"
     ms = quote_identifier(_RAW_MS)
     in_range = f"CASE WHEN {raw_ms} BETWEEN {MIN_MILLIS} AND {MAX_MILLIS - 1} THEN {raw_ms} END"
     granularity = spec.granularity_spec
@@ -124,9 +141,11 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
     # Only the rejections this input can meet: each is a branch every kept row evaluates and
     # a count the write job keeps (~0.035 s per 3 M rows each), and typed inputs (a TIMESTAMP
     # column, a BIGINT for a longSum) cannot fail to parse.
-    rejections: list[tuple[str, str]] = [("null timestamp", f"{raw} IS NULL")]
-    if not isinstance(columns[ts_col], _TIME_TYPES):
-        unparseable = f"unparseable timestamp ({spec.timestamp_spec.format})"
+    rejections: list[tuple[str, str]] = []
+    if missing is None:
+        rejections.append(("null timestamp", f"{raw} IS NULL"))
+    if not absent and not isinstance(columns[ts_col], _TIME_TYPES):
+        unparseable = f"unparseable timestamp ({timestamp.format})"
         rejections.append((unparseable, f"({raw_ms}) IS NULL"))
     rejections.append(("timestamp outside 0001-9999", f"{ms} IS NULL"))
     rejections += [
@@ -268,9 +287,10 @@ def discovered_dimensions(spec: IngestionSpec, columns: Iterable[str]) -> tuple[
     return tuple(c for c in columns if c not in skip and not c.startswith("__"))
 
 
-def _epoch_millis_sql(raw: str, dtype: T.DataType, fmt: str, name: str) -> str:
+def _epoch_millis_sql(raw: str, dtype: T.DataType, timestamp: TimestampSpec, name: str) -> str:
     """SQL of the timestamp column ``raw`` (quoted) as epoch ms (null where it does not
     parse)."""
+    fmt = timestamp.format
     if isinstance(dtype, T.TimestampType):
         return f"unix_millis({raw})"
     if isinstance(dtype, T.TimestampNTZType):
@@ -284,6 +304,9 @@ def _epoch_millis_sql(raw: str, dtype: T.DataType, fmt: str, name: str) -> str:
             f"timestampSpec.column {name!r} has type {dtype.simpleString()}; expected a string, "
             "a number, a date or a timestamp"
         )
+    pattern = timestamp.spark_pattern
+    if pattern is not None:  # Druid parses a number's digits with the pattern too
+        return _pattern_millis_sql(f"CAST({raw} AS STRING)" if numeric else raw, pattern)
     if fmt == "iso":
         if numeric:
             raise SpecError(
@@ -296,8 +319,23 @@ def _epoch_millis_sql(raw: str, dtype: T.DataType, fmt: str, name: str) -> str:
             return _scaled_sql(raw, 1.0)
         millis, iso = _scaled_sql(raw, 1.0), f"unix_millis(try_to_timestamp({raw}))"
         return f"CASE WHEN {raw} RLIKE {sql_string(_DIGITS)} THEN {millis} ELSE {iso} END"
-    factor = {"millis": 1.0, "posix": 1000.0, "micro": 1e-3, "nano": 1e-6}[fmt]
+    factor = {"millis": 1.0, "posix": 1000.0, "ruby": 1000.0, "micro": 1e-3, "nano": 1e-6}[fmt]
     return _scaled_sql(raw, factor)
+
+
+def _pattern_millis_sql(text: str, pattern: SparkPattern) -> str:
+    """SQL of the string ``text`` parsed with a Joda pattern's Spark form, as epoch ms; null
+    unless the whole value has the pattern's shape (Spark's ``try_to_timestamp`` raises, and
+    fails the job, on a year such as ``0000``). A leading day-of-week name is dropped first;
+    a two-digit year is taken from the century Joda reads (see
+    :mod:`~segmentlake.core.joda_pattern`), a hundred years before Spark's 2000-2099 for the
+    years after next 19."""
+    value = f"regexp_replace({text}, '^[A-Za-z]+', '')" if pattern.weekday else text
+    ts = f"try_to_timestamp({value}, {sql_string(pattern.pattern)})"
+    if pattern.two_digit_year:
+        last = datetime.now(UTC).year + 19  # Joda's pivot: the year 30 years ago, +- 50
+        ts = f"(CASE WHEN year({ts}) > {last} THEN {ts} - INTERVAL 100 YEARS ELSE {ts} END)"
+    return f"CASE WHEN {text} RLIKE {sql_string(f'^{pattern.shape}$')} THEN unix_millis({ts}) END"
 
 
 def _scaled_sql(raw: str, factor: float) -> str:

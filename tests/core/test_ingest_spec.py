@@ -84,7 +84,7 @@ def test_defaults_discover_dimensions_and_bucket_by_day() -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda s: s["timestampSpec"].update(format="yyyy"), r"timestampSpec.format 'yyyy'"),
+        (lambda s: s["timestampSpec"].update(format="yyyy z"), r"timestampSpec.format 'yyyy z'"),
         (lambda s: s["metricsSpec"].append({"type": "avg", "name": "x"}), r"unknown aggregator"),
         (lambda s: s["metricsSpec"].append({"type": "longSum", "name": "x"}), r"needs a fieldName"),
         (lambda s: s["metricsSpec"].append({"name": "x"}), r"metricsSpec\[3\]\.type: is required"),

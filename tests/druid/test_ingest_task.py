@@ -320,7 +320,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
     schema["metricsSpec"].append({"type": "thetaSketch", "name": "t", "fieldName": "user"})
     schema["transformSpec"] = {"filter": {"type": "regex", "dimension": "page", "pattern": "^A"}}
     schema["granularitySpec"]["intervals"] = ["2015-09-12/2015-09-13", "2015-09-20/2015-09-21"]
-    schema["timestampSpec"]["missingValue"] = "2015-01-01"
+    schema["timestampSpec"]["missingValue"] = "the dawn of time"
 
     with pytest.raises(SpecError) as caught:
         DruidIngestTask.from_dict(task)
@@ -337,7 +337,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
         r"spec\.dataSchema\.metricsSpec\[4\]\.type: unknown aggregator type 'thetaSketch'",
         r"spec\.dataSchema\.transformSpec\.filter\.type: filter type 'regex' is not supported",
         r"spec\.dataSchema\.granularitySpec\.intervals: the intervals cover 2 separate runs",
-        r"spec\.dataSchema\.timestampSpec\.missingValue: not supported",
+        r"timestampSpec: timestampSpec\.missingValue: cannot parse timestamp 'the dawn of time'",
     ]
     for pattern in expected:
         assert re.search(pattern, message), f"{pattern!r} not in:\n{message}"
@@ -369,8 +369,8 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
         ),
         ({"dataSchema__dataSource": ""}, r"dataSchema\.dataSource: must be a non-empty string"),
         (
-            {"dataSchema__timestampSpec": {"column": "t", "format": "yyyy-MM-dd"}},
-            r"timestampSpec: .*'yyyy-MM-dd'",
+            {"dataSchema__timestampSpec": {"column": "t", "format": "xxxx-ww"}},
+            r"timestampSpec: .*'xxxx-ww'.*week-based year",
         ),
         (
             {"dataSchema__granularitySpec__type": "arbitrary"},

@@ -8,6 +8,7 @@ import copy
 import gzip
 import json
 import shutil
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,35 @@ def test_csv_with_skipped_rows_and_typed_dimensions(
         "__time TIMESTAMP, srcIP STRING, port BIGINT, count BIGINT, packets BIGINT, bytes BIGINT"
     )
     assert_read(lake, ds, rows(spark, expected, schema))
+
+
+def test_csv_with_a_joda_time_pattern_and_a_missing_value(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    """Times as an access log writes them, read with Druid's Joda pattern; a row without a
+    time gets the spec's missingValue, as in Druid."""
+    folder = tmp_path / "log"
+    folder.mkdir()
+    lines = ["timestamp,srcIP,dstIP,packets,bytes"]
+    for r in FLOWS:
+        when = datetime.fromisoformat(r["timestamp"]).astimezone(timezone(timedelta(hours=-8)))
+        logged = when.strftime("%d/%b/%Y:%H:%M:%S %z")  # 31/Dec/2017:17:01:35 -0800
+        lines.append(f"{logged},{r['srcIP']},{r['dstIP']},{r['packets']},{r['bytes']}")
+    lines.append(",9.9.9.9,2.2.2.2,1,100")  # no time at all
+    (folder / "flows.csv").write_text("\n".join(lines) + "\n")
+    task = rollup_task(ds, folder, {"type": "csv", "findColumnsFromHeader": True})
+    task["spec"]["dataSchema"]["timestampSpec"] = {
+        "column": "timestamp",
+        "format": "dd/MMM/yyyy:HH:mm:ss Z",
+        "missingValue": "2018-01-02T12:00:00Z",
+    }
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert report.status == "SUCCESS", report.error
+    assert (report.rows.rows_in, report.rows.unparseable) == (10, 0)
+    missing = ("2018-01-02T12:00:00Z", "9.9.9.9", "2.2.2.2", 1, 1, 100)
+    assert_read(lake, ds, rows(spark, [*FLOWS_ROLLED_UP, missing], FLOWS_SCHEMA))
 
 
 def test_tsv_with_columns_through_the_cli(

@@ -120,3 +120,79 @@ def test_only_the_rejections_an_input_can_meet(spark: SparkSession) -> None:
         "unparseable 's' for longMin metric 'e'",
     )
     assert [r[REASON] for r in parsed.frame.select(REASON).collect()] == [overflow]
+
+
+def ms(*fields: int) -> int:
+    return int(datetime(*fields, tzinfo=UTC).timestamp() * 1000)  # type: ignore[misc]
+
+
+@pytest.mark.usefixtures("new_york")
+@pytest.mark.parametrize(
+    ("fmt", "values", "wanted"),
+    [
+        (
+            "dd/MMM/yyyy:HH:mm:ss Z",  # an access log's
+            ["05/Mar/2024:10:00:00 -0800", "5/mar/2024:1:2:3 +0000", "05/Mar/2024:10:00:00"],
+            [ms(2024, 3, 5, 18), ms(2024, 3, 5, 1, 2, 3), "unparseable timestamp"],
+        ),
+        (
+            "EEE, dd MMM yyyy HH:mm:ss Z",  # RFC 1123: the day's name is read and ignored
+            ["Tue, 05 Mar 2024 10:00:00 +0100", "Tue, 05 Mar 2024 10:00:00 Z"],
+            [ms(2024, 3, 5, 9), ms(2024, 3, 5, 10)],
+        ),
+        (
+            "yyyy-MM-dd'T'HH:mm:ss.SSSZZ",  # any number of fraction digits, as Joda reads
+            ["2024-03-05T10:00:00.250+01:00", "2024-03-05T10:00:00.123456Z"],
+            [ms(2024, 3, 5, 9) + 250, ms(2024, 3, 5, 10) + 123],
+        ),
+        ("yyyy-MM-dd ZZZ", ["2024-03-05 America/Los_Angeles"], [ms(2024, 3, 5, 8)]),
+        (
+            # Hostile years fail the row, not the job: Spark's try_to_timestamp raises on them.
+            "yyyy-MM-dd HH:mm Z",
+            ["0000-01-05 10:00 Z", "-2024-01-05 10:00 Z", "99999-01-05 10:00 Z", "", "2024"],
+            ["unparseable timestamp"] * 5,
+        ),
+    ],
+)
+def test_joda_patterns_read_what_druid_reads(
+    spark: SparkSession, fmt: str, values: list, wanted: list
+) -> None:
+    got = parsed_ms(spark, values, "STRING", fmt)
+    assert got == [w if isinstance(w, int) else f"{w} ({fmt})" for w in wanted]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "values", "dtype", "wanted"),
+    [
+        ("yyyy-MM-dd HH:mm:ss", ["2024-03-05 10:00:00", "2024-3-5 7:03:09"], "STRING", None),
+        ("yyyyMMddHH", [2024030510], "BIGINT", [ms(2024, 3, 5, 10)]),  # a number's digits
+        ("MM/dd/yy", ["03/05/24", "03/05/70"], "STRING", [ms(2024, 3, 5), ms(1970, 3, 5)]),
+        ("ruby", [1_709_632_800.25], "DOUBLE", [ms(2024, 3, 5, 10) + 250]),
+        ("ISO", ["2024-03-05T10:00:00Z"], "STRING", [ms(2024, 3, 5, 10)]),  # any case
+    ],
+)
+def test_more_druid_formats_in_a_utc_session(
+    spark: SparkSession, fmt: str, values: list, dtype: str, wanted: list | None
+) -> None:
+    """Zone-less values are read in the session time zone, like ISO strings without offset."""
+    wanted = wanted or [ms(2024, 3, 5, 10), ms(2024, 3, 5, 7, 3, 9)]
+    assert parsed_ms(spark, values, dtype, fmt) == wanted
+
+
+def test_missing_value_times_rows_without_a_timestamp(spark: SparkSession) -> None:
+    """Druid's missingValue: a null timestamp gets it; an unparseable one is still rejected;
+    without the column at all, every row gets it."""
+    spec = IngestionSpec.from_dict(
+        {"timestampSpec": {"column": "ts", "format": "iso", "missingValue": "2010-01-01T00:00Z"}}
+    )
+    df = spark.createDataFrame([("2024-01-01T00:00:00Z",), (None,), ("soon",)], "ts STRING")
+    rows = parse_input(df, spec, interval=None).frame.select(TIME, REASON).collect()
+    assert [(r[TIME], r[REASON]) for r in rows] == [
+        (JAN1, None),
+        (ms(2010, 1, 1), None),
+        (None, "unparseable timestamp (iso)"),
+    ]
+    without = spark.createDataFrame([("a",), ("b",)], "page STRING")
+    parsed = parse_input(without, spec, interval=None)
+    assert [r[TIME] for r in parsed.frame.select(TIME).collect()] == [ms(2010, 1, 1)] * 2
+    assert parsed.reasons == ("timestamp outside 0001-9999",)
