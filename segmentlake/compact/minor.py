@@ -565,6 +565,10 @@ def _combine(metric: MetricSpec) -> Column:
     column = F.col(metric.name)
     if metric.type == "HLLSketchMerge":
         return F.hll_union_agg(column, True)
+    if metric.type == "thetaSketch":
+        return F.theta_union_agg(column, metric.lg_nominal_entries)
+    if metric.type == "floatSum":  # Spark sums FLOATs as a DOUBLE; the column is FLOAT
+        return F.sum(column).cast("float")
     if metric.type.endswith("Min"):
         return F.min(column)
     if metric.type.endswith("Max"):

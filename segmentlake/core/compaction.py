@@ -74,7 +74,7 @@ def merged_schema(
         dimensions.update(dict.fromkeys(seg.dimensions))
         for metric in seg.schema.aggregators:
             known = aggregators.setdefault(metric.name, metric)
-            if (known.type, known.lg_k) != (metric.type, metric.lg_k):
+            if (known.type, known.lg_k, known.size) != (metric.type, metric.lg_k, metric.size):
                 raise SpecError(
                     f"metric {metric.name!r} is {known.type} in some segments and "
                     f"{metric.type} in others (e.g. {seg.id}); compact them separately or "

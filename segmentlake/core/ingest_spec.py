@@ -90,6 +90,7 @@ T = TypeVar("T")
 TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano", "ruby")
 _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
 _DEFAULT_LG_K = 12
+_DEFAULT_THETA_SIZE = 16384  # Druid's
 _RESERVED_PREFIX = "__"
 _PARTITIONS_SPECS = (
     DynamicPartitionsSpec,
@@ -261,12 +262,16 @@ class DimensionsSpec:
 class MetricSpec:
     """One rollup aggregator: ``type`` (Druid's name, see :data:`AGGREGATOR_TYPES`), the output
     column ``name`` and the input column ``field_name`` (none for ``count``). ``lg_k`` is the
-    HLL sketch's log2 of buckets (4-21); other aggregators keep the default."""
+    HLL sketch's log2 of buckets (4-21); ``size`` a theta sketch's nominal entries (a power of
+    two, 16 to 2^26; Druid's default 16384) and ``input_sketch`` whether its input is theta
+    sketches to union (Druid's ``isInputThetaSketch``); other aggregators keep the defaults."""
 
     type: str
     name: str
     field_name: str | None = None
     lg_k: int = _DEFAULT_LG_K
+    size: int = _DEFAULT_THETA_SIZE
+    input_sketch: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or self.type not in AGGREGATOR_TYPES:
@@ -287,6 +292,29 @@ class MetricSpec:
         if not self.type.startswith("HLLSketch") and self.lg_k != _DEFAULT_LG_K:
             # Druid's JSON has no lgK for them: a spec saying one could not be written back.
             raise SpecError(f"{where}: lgK applies to HLL sketch metrics only")
+        check_int(self.size, f"{where}: size", minimum=16, maximum=1 << 26)
+        if self.size & (self.size - 1):
+            lower = 1 << (self.size.bit_length() - 1)
+            raise SpecError(
+                f"{where}: size {self.size} is not a power of two; Druid's theta sketches take "
+                f"e.g. {lower} or {lower * 2}"
+            )
+        check_flag(self.input_sketch, f"{where}: isInputThetaSketch")
+        theta = self.type == "thetaSketch"
+        if not theta and (self.size != _DEFAULT_THETA_SIZE or self.input_sketch):
+            raise SpecError(f"{where}: size and isInputThetaSketch apply to thetaSketch only")
+
+    @property
+    def builds_sketch(self) -> bool:
+        """Whether the metric sketches raw values: a sketch is an aggregate even of one row."""
+        return self.type == "HLLSketchBuild" or (
+            self.type == "thetaSketch" and not self.input_sketch
+        )
+
+    @property
+    def lg_nominal_entries(self) -> int:
+        """log2 of a theta sketch's ``size``: Spark's ``lgNomEntries``."""
+        return self.size.bit_length() - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +496,9 @@ def metric_json(metric: MetricSpec) -> dict[str, Any]:
         obj["fieldName"] = metric.field_name
     if metric.type.startswith("HLLSketch") or metric.lg_k != _DEFAULT_LG_K:
         obj["lgK"] = metric.lg_k
+    if metric.type == "thetaSketch":
+        obj["size"] = metric.size
+        obj["isInputThetaSketch"] = metric.input_sketch
     return obj
 
 

@@ -28,20 +28,33 @@ _COMBINING = {
     "longMax": "longMax",
     "doubleMin": "doubleMin",
     "doubleMax": "doubleMax",
+    "floatSum": "floatSum",
+    "floatMin": "floatMin",
+    "floatMax": "floatMax",
     "HLLSketchBuild": "HLLSketchMerge",
     "HLLSketchMerge": "HLLSketchMerge",
+    "thetaSketch": "thetaSketch",  # over the stored sketches: isInputThetaSketch
 }
 
 
 def combining_metric(metric: MetricSpec) -> MetricSpec:
     """The aggregator that merges ``metric``'s stored column into itself (Druid's
     ``getCombiningFactory``): ``count`` → ``longSum`` of the count, ``HLLSketchBuild`` →
-    ``HLLSketchMerge`` of the sketches, the others keep their type.
+    ``HLLSketchMerge`` of the sketches, ``thetaSketch`` → the union of its stored sketches
+    (``isInputThetaSketch``), the others keep their type.
 
-    >>> combining_metric(MetricSpec("count", "edits"))
-    MetricSpec(type='longSum', name='edits', field_name='edits', lg_k=12)
+    >>> combining_metric(MetricSpec("count", "edits")).type
+    'longSum'
     """
-    return MetricSpec(_COMBINING[metric.type], metric.name, metric.name, metric.lg_k)
+    theta = metric.type == "thetaSketch"
+    return MetricSpec(
+        _COMBINING[metric.type],
+        metric.name,
+        metric.name,
+        metric.lg_k,
+        metric.size,
+        input_sketch=theta,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -390,12 +390,19 @@ AGGREGATOR_TYPES: Mapping[str, bool] = {
     "longMax": True,
     "doubleMin": True,
     "doubleMax": True,
+    # Stored as FLOAT (a floatSum adds up as DOUBLE and is rounded once, at the end).
+    "floatSum": True,
+    "floatMin": True,
+    "floatMax": True,
     # Druid's DataSketches HLL build aggregator; built with Spark's hll_sketch_agg, so
     # sketches of different segments merge later (hll_union_agg).
     "HLLSketchBuild": True,
     # Druid's DataSketches HLL merge aggregator: unions sketches (binary) already built, e.g.
     # by an earlier ingestion; compaction re-aggregates HLLSketchBuild metrics with it.
     "HLLSketchMerge": True,
+    # Druid's DataSketches theta aggregator, built with Spark's theta_sketch_agg (the same
+    # library): raw values, or with isInputThetaSketch theta sketches already built, unioned.
+    "thetaSketch": True,
 }
 
 _IN_MEMORY = (
@@ -461,6 +468,10 @@ _DIMENSION_NO_EFFECT = {
 }
 _DIMENSIONS_NO_EFFECT = {
     "forceSegmentSortByTime": "the row order inside Druid's segment files; reads never rely on it",
+}
+_THETA_NO_EFFECT = {
+    "shouldFinalize": "Druid's query-time finalization; readers call theta_sketch_estimate",
+    "errorBoundsStdDev": "Druid's query-time error bounds of an estimate",
 }
 _HLL_NO_EFFECT = {
     "tgtHllType": (
@@ -727,9 +738,12 @@ class DataSchemaReader(JsonReader):
             what = "is required" if kind is None else f"unknown aggregator type {safe_repr(kind)}"
             self.problem(at(path, "type"), f"{what}; accepted: " + ", ".join(AGGREGATOR_TYPES))
             return Section(path, {}, ok=False)
-        hll = kind in _HLL_TYPES
-        extra = ("lgK", "stringEncoding") if hll else ()
-        self.keys(obj, path, ("type", "name", "fieldName", *extra), _HLL_NO_EFFECT if hll else {})
+        hll, theta = kind in _HLL_TYPES, kind == "thetaSketch"
+        extra = (
+            ("lgK", "stringEncoding") if hll else ("size", "isInputThetaSketch") if theta else ()
+        )
+        quiet = _HLL_NO_EFFECT if hll else _THETA_NO_EFFECT if theta else {}
+        self.keys(obj, path, ("type", "name", "fieldName", *extra), quiet)
         if obj.get("stringEncoding", "utf8") != "utf8":
             self.problem(
                 at(path, "stringEncoding"),
@@ -741,6 +755,10 @@ class DataSchemaReader(JsonReader):
             fields["field_name"] = self.text(obj, "fieldName", path)
         if hll and obj.get("lgK") is not None:
             fields["lg_k"] = self.integer(obj, "lgK", path, 4, 21)
+        if theta and obj.get("size") is not None:
+            fields["size"] = self.integer(obj, "size", path, 16, 1 << 26)
+        if theta and obj.get("isInputThetaSketch") is not None:
+            fields["input_sketch"] = self.flag(obj, "isInputThetaSketch", path)
         return Section(path, fields, len(self.problems) == since)
 
     def granularity(self, value: Any, path: str, *, task: bool) -> tuple[Section, Section | None]:

@@ -62,6 +62,14 @@ _FILTER = "filter"  # the rejection condition that stands for transformSpec.filt
 _DIGITS = r"^\s*-?[0-9]+\s*$"
 _TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType)
 _CAST_TYPES = {"string": "string", "long": "bigint", "float": "float", "double": "double"}
+_THETA_INPUTS = (
+    T.IntegerType,
+    T.LongType,
+    T.FloatType,
+    T.DoubleType,
+    T.StringType,
+    T.BinaryType,
+)
 
 
 def is_parse_exception(reason: str | None) -> bool:
@@ -367,14 +375,29 @@ def _typed_input_sql(metric: MetricSpec, dtype: T.DataType) -> _TypedInput:
         return _TypedInput(f"try_cast({raw} AS BIGINT)", not integer)
     if metric.type.startswith("double"):
         return _TypedInput(f"try_cast({raw} AS DOUBLE)", not isinstance(dtype, T.NumericType))
-    if metric.type == "HLLSketchMerge":
+    if metric.type.startswith("float"):
+        return _TypedInput(f"try_cast({raw} AS FLOAT)", not isinstance(dtype, T.NumericType))
+    if metric.type == "HLLSketchMerge" or metric.input_sketch:
         if not isinstance(dtype, T.BinaryType):
+            kind, maker, build = (
+                ("HLL", "hll_sketch_agg", "HLLSketchBuild")
+                if metric.type == "HLLSketchMerge"
+                else ("theta", "theta_sketch_agg", "isInputThetaSketch false")
+            )
             raise SpecError(
-                f"metric {metric.name!r} (HLLSketchMerge) unions HLL sketches: its fieldName "
-                f"{metric.field_name!r} must be a BINARY column of sketches (as hll_sketch_agg "
-                f"makes), not {dtype.simpleString()}; use HLLSketchBuild for raw values"
+                f"metric {metric.name!r} ({metric.type}) unions {kind} sketches: its fieldName "
+                f"{metric.field_name!r} must be a BINARY column of sketches (as {maker} "
+                f"makes), not {dtype.simpleString()}; use {build} for raw values"
             )
         return _TypedInput(raw, False)
+    if metric.type == "thetaSketch":  # Spark's theta sketch takes these types as they are
+        if isinstance(dtype, _THETA_INPUTS):
+            return _TypedInput(raw, False)
+        if isinstance(dtype, T.ByteType | T.ShortType):
+            return _TypedInput(f"CAST({raw} AS INT)", False)  # hashed as the INT it is
+        if isinstance(dtype, T.DecimalType):
+            return _TypedInput(f"CAST({raw} AS DOUBLE)", False)
+        return _TypedInput(f"try_cast({raw} AS STRING)", False)
     # HLLSketchBuild: Spark's sketch takes int, bigint, string or binary values.
     if isinstance(dtype, T.IntegerType | T.LongType | T.StringType | T.BinaryType):
         return _TypedInput(raw, False)

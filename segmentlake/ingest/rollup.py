@@ -60,6 +60,9 @@ _AGGREGATES = {
     "doubleMin": "min",
     "longMax": "max",
     "doubleMax": "max",
+    "floatSum": "sum",
+    "floatMin": "min",
+    "floatMax": "max",
 }
 
 
@@ -243,7 +246,7 @@ def _rolled_up_with_rejected(parsed: ParsedInput, spec: IngestionSpec) -> DataFr
 
 def _unrolled(kept: DataFrame, spec: IngestionSpec, keys: list[str]) -> DataFrame:
     """Each kept row with its own metrics (rollup off), next to ``keys`` (SQL expressions)."""
-    if any(m.type == "HLLSketchBuild" for m in spec.metrics):
+    if any(m.builds_sketch for m in spec.metrics):
         # A sketch is an aggregate even of one row: group each row with itself.
         grouped = kept.groupBy(F.monotonically_increasing_id(), *map(F.expr, keys))
         return grouped.agg(*[F.expr(f"{_aggregate_sql(m)} AS {_q(m.name)}") for m in spec.metrics])
@@ -274,7 +277,7 @@ def segment_rows(
     stored = [time, *dims, *metrics, _q(SEGMENT_KEY_COLUMN)]
     kept = kept_rows(parsed)
     if not spec.granularity_spec.rollup:
-        if any(m.type == "HLLSketchBuild" for m in spec.metrics):
+        if any(m.builds_sketch for m in spec.metrics):
             return _unrolled(kept, spec, [key, _q(TIME), *dims]).selectExpr(*stored)
         singles = [f"{_single_sql(m)} AS {_q(m.name)}" for m in spec.metrics]
         return kept.selectExpr(time, *dims, *singles, key)  # one projection, no shuffle
@@ -303,4 +306,9 @@ def _aggregate_sql(metric: MetricSpec) -> str:
     if metric.type == "HLLSketchMerge":
         # Sketches of different lgK merge into the smaller one (Druid's union does the same).
         return f"hll_union_agg({column}, true)"
+    if metric.type == "thetaSketch":
+        function = "theta_union_agg" if metric.input_sketch else "theta_sketch_agg"
+        return f"{function}({column}, {int(metric.lg_nominal_entries)})"
+    if metric.type == "floatSum":  # Spark sums FLOATs as a DOUBLE: stored as the FLOAT it is
+        return f"CAST(sum({column}) AS FLOAT)"
     return f"{_AGGREGATES[metric.type]}({column})"

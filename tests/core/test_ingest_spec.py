@@ -20,6 +20,7 @@ from segmentlake.core.ingest_spec import (
     TimestampSpec,
     TransformSpec,
 )
+from segmentlake.core.segment_schema import combining_metric
 from segmentlake.errors import SpecError
 
 WIKI: dict[str, Any] = {
@@ -99,6 +100,24 @@ def test_defaults_discover_dimensions_and_bucket_by_day() -> None:
                 {"type": "HLLSketchBuild", "name": "u2", "fieldName": "u", "lgK": 30}
             ),
             r"metricsSpec\[3\]\.lgK: must be an integer in 4\.\.21, got 30",
+        ),
+        (
+            lambda s: s["metricsSpec"].append(
+                {"type": "thetaSketch", "name": "t", "fieldName": "u", "size": 10000}
+            ),
+            r"size 10000 is not a power of two; Druid's theta sketches take e\.g\. 8192 or 16384",
+        ),
+        (
+            lambda s: s["metricsSpec"].append(
+                {"type": "thetaSketch", "name": "t", "fieldName": "u", "isInputThetaSketch": "y"}
+            ),
+            r"metricsSpec\[3\]\.isInputThetaSketch: must be true or false",
+        ),
+        (
+            lambda s: s["metricsSpec"].append(
+                {"type": "floatSum", "name": "t", "fieldName": "u", "size": 32}
+            ),
+            r"metricsSpec\[3\]\.size: not supported; accepted here: fieldName, name, type",
         ),
         (
             lambda s: s["granularitySpec"].update(
@@ -289,3 +308,35 @@ def test_what_the_lax_reader_let_through_is_refused(spec: dict[str, Any], messag
 def test_the_dataclasses_refuse_wrong_types(build: Any) -> None:
     with pytest.raises(SpecError):
         build()
+
+
+def test_float_and_theta_sketch_aggregators_read_and_write_druid_json() -> None:
+    metrics = [
+        {"type": "floatSum", "name": "f", "fieldName": "x"},
+        {"type": "floatMin", "name": "lo", "fieldName": "x"},
+        {"type": "floatMax", "name": "hi", "fieldName": "x"},
+        {"type": "thetaSketch", "name": "users", "fieldName": "user"},
+        {
+            "type": "thetaSketch",
+            "name": "merged",
+            "fieldName": "sketches",
+            "size": 4096,
+            "isInputThetaSketch": True,
+            "shouldFinalize": False,  # query-time only: logged, no effect
+        },
+    ]
+    spec = IngestionSpec.from_dict({"timestampSpec": {"column": "ts"}, "metricsSpec": metrics})
+    users, merged = spec.metrics[3:]
+    assert (users.size, users.lg_nominal_entries, users.input_sketch) == (16384, 14, False)
+    assert (merged.size, merged.lg_nominal_entries, merged.input_sketch) == (4096, 12, True)
+    assert users.builds_sketch
+    assert not merged.builds_sketch
+    assert IngestionSpec.from_dict(spec.to_dict()) == spec  # written back as it was read
+    combined = combining_metric(users)
+    assert (combined.type, combined.field_name, combined.input_sketch) == (
+        "thetaSketch",
+        "users",
+        True,
+    )
+    with pytest.raises(SpecError, match="size and isInputThetaSketch apply to thetaSketch only"):
+        MetricSpec("longSum", "x", "x", input_sketch=True)

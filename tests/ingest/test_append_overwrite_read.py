@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from segmentlake.core.interval import Interval
-from segmentlake.errors import LockRefused
+from segmentlake.errors import LockRefused, SpecError
 from segmentlake.lake import Lake
 from segmentlake.metadata.table_log import TableLog
 from tests.ingest.conftest import EXPECTED_SCHEMA, edits, spec, ts
@@ -251,6 +251,46 @@ def test_rollup_off_keeps_every_row_and_hll_sketches_merge(
     assert lake.read(ds).count() == 5  # no rollup: the two identical alice rows stay two
     estimate = lake.read(ds).agg(F.hll_sketch_estimate(F.hll_union_agg("users"))).first()[0]
     assert estimate == 3  # alice, bob, carol: merged across segments, not re-counted
+
+
+def test_theta_sketches_without_rollup_and_sketches_as_input(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """With rollup off each row still gets a sketch of its own; a second datasource unions
+    those sketches as its input (isInputThetaSketch), and a raw column there is refused."""
+    raw = {
+        **spec(rollup=False),
+        "metricsSpec": [{"type": "thetaSketch", "name": "users", "fieldName": "user"}],
+    }
+    lake.append(edits(spark, [*DAY1, *DAY2]), ds, raw)
+    assert lake.read(ds).count() == 4
+    merged = {
+        **spec(),
+        "dimensionsSpec": {"dimensions": ["channel"]},
+        "metricsSpec": [
+            {"type": "thetaSketch", "name": "u", "fieldName": "users", "isInputThetaSketch": True}
+        ],
+    }
+    sketches = lake.read(ds).withColumnRenamed("__time", "ts")
+    lake.append(sketches, f"{ds}_merged", merged)
+    estimate = lake.read(f"{ds}_merged").agg(F.theta_sketch_estimate(F.theta_union_agg("u")))
+    assert estimate.first()[0] == 3  # alice, bob, carol
+    with pytest.raises(SpecError, match=r"must be a BINARY column of sketches .* not string"):
+        lake.append(
+            edits(spark, DAY1),
+            f"{ds}_bad",
+            {
+                **merged,
+                "metricsSpec": [
+                    {
+                        "type": "thetaSketch",
+                        "name": "u",
+                        "fieldName": "user",
+                        "isInputThetaSketch": True,
+                    }
+                ],
+            },
+        )
 
 
 def test_query_granularity_truncates_before_rollup(
