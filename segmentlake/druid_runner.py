@@ -7,7 +7,9 @@ them with Spark's readers, type the dimensions as Druid would, and append or ove
 * **Reading** — ``json``: newline-delimited objects (``spark.read.json``; a malformed line
   becomes a row with a null timestamp, i.e. unparseable); ``csv``/``tsv``: every column a
   string, named by ``columns`` or the header, after ``skipHeaderRows`` lines of each file;
-  ``parquet``: each file's schema merged.
+  ``parquet``: each file's schema merged. A ``flattenSpec`` adds a column per field, read
+  from the nested structs, arrays, maps or JSON text Spark read (null where a row lacks the
+  path), next to the top-level fields or instead of them.
 * **Dimension types** — declared types are cast by the ingestion, as for any spec
   (:func:`segmentlake.ingest.parse.cast_dimensions`: ``long``/``float``/``double`` to
   BIGINT/FLOAT/DOUBLE with ``try_cast``, ``string`` to STRING, ``auto`` kept). A task adds only
@@ -33,12 +35,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
+from segmentlake.core.names import quote_identifier
+from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.input import InputFormat, LocalInputSource
 from segmentlake.errors import BadRowsError, NotFound, SpecError
@@ -177,7 +181,7 @@ def read_input(spark: SparkSession, files: Sequence[str], task: DruidIngestTask)
         if fmt.binary_as_string:
             binary = [f.name for f in frame.schema.fields if isinstance(f.dataType, T.BinaryType)]
             frame = frame.withColumns({n: F.col(n).cast("string") for n in binary})
-        return frame
+        return _flattened(frame, fmt.flatten)
     return _read_text(spark, paths, fmt)
 
 
@@ -191,10 +195,57 @@ def _read_json(spark: SparkSession, paths: list[str], task: DruidIngestTask) -> 
         .option("dropFieldIfAllNull", str(drop_null).lower())
         .json(paths)
     )
+    frame = _flattened(frame, task.input_format.flatten)
     # Columns the spec names must exist even when null everywhere (Druid reads them as null).
     named = [spec.timestamp_spec.column, *(m.field_name for m in spec.metrics if m.field_name)]
     absent = {n: F.lit(None).cast("string") for n in named if n and n not in frame.columns}
     return frame.withColumns(absent) if absent else frame
+
+
+def _flattened(frame: DataFrame, flatten: FlattenSpec | None) -> DataFrame:
+    """``frame`` with a column per flattenSpec field, next to the top-level fields
+    (``useFieldDiscovery``) or instead of them; a field replaces a top-level one of its name.
+    A path that the rows' schema does not have reads null, as in Druid."""
+    if flatten is None:
+        return frame
+    taken = {f.name: _nested_value(frame.schema, f.steps).alias(f.name) for f in flatten.fields}
+    kept = [c for c in frame.columns if c not in taken]
+    if not flatten.use_field_discovery:
+        kept = [c for c in kept if c == _CORRUPT]  # a malformed line stays a counted row
+    return frame.select(*[F.col(quote_identifier(c)) for c in kept], *taken.values())
+
+
+def _nested_value(schema: T.StructType, steps: Sequence[str | int]) -> Column:
+    """The value at ``steps`` (keys and indexes) of each row, over the schema Spark read: a
+    struct's field, a map's key, an array's element (negative from the end; null beyond it,
+    as in Druid, where ANSI Spark would fail), a JSON string's path (a field whose rows
+    disagree on its type is read as a string); null where the schema has no such path."""
+    column: Column | None = None
+    dtype: T.DataType = schema
+    for i, step in enumerate(steps):
+        if isinstance(dtype, T.StructType) and isinstance(step, str):
+            field = next((f for f in dtype.fields if f.name == step), None)
+            if field is None:
+                return F.lit(None)
+            column = F.col(quote_identifier(step)) if column is None else column.getField(step)
+            dtype = field.dataType
+        elif isinstance(dtype, T.MapType) and isinstance(step, str) and column is not None:
+            column, dtype = F.try_element_at(column, F.lit(step)), dtype.valueType
+        elif isinstance(dtype, T.ArrayType) and isinstance(step, int) and column is not None:
+            position = F.lit(step + 1 if step >= 0 else step)  # element_at counts from 1
+            column, dtype = F.try_element_at(column, position), dtype.elementType
+        elif isinstance(dtype, T.StringType) and column is not None:
+            return F.get_json_object(column, _json_path(steps[i:]))
+        else:
+            return F.lit(None)
+    assert column is not None
+    return column
+
+
+def _json_path(steps: Sequence[str | int]) -> str:
+    """JsonPath of ``steps`` for ``get_json_object``."""
+    parts = [f"[{s}]" if isinstance(s, int) else "['" + s.replace("'", "\\'") + "']" for s in steps]
+    return "$" + "".join(parts)
 
 
 def _read_text(spark: SparkSession, paths: list[str], fmt: InputFormat) -> DataFrame:

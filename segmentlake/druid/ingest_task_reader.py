@@ -26,6 +26,7 @@ from segmentlake.core.spec_reader import (
     show,
     spec_error,
 )
+from segmentlake.druid.flatten import FlattenField, FlattenSpec
 from segmentlake.druid.ingest_task import (
     DOUBLE_QUOTES,
     DruidIngestTask,
@@ -264,7 +265,7 @@ class TaskReader(DataSchemaReader):
     def json_format(self, obj: Mapping[str, Any], path: str) -> dict[str, Any]:
         understood = ("type", "flattenSpec", "featureSpec", "keepNullColumns")
         self.keys(obj, path, (*understood, "assumeNewlineDelimited"), JSON_NO_EFFECT)
-        self.flatten(obj.get("flattenSpec"), at(path, "flattenSpec"))
+        flatten = self.flatten(obj.get("flattenSpec"), at(path, "flattenSpec"))
         if obj.get("featureSpec"):
             self.problem(
                 at(path, "featureSpec"),
@@ -272,12 +273,18 @@ class TaskReader(DataSchemaReader):
                 "standard JSON); remove it",
             )
         self.flag(obj, "assumeNewlineDelimited", path)  # Spark reads one object per line
-        return {"keep_null_columns": bool(self.flag(obj, "keepNullColumns", path))}
+        return {
+            "keep_null_columns": bool(self.flag(obj, "keepNullColumns", path)),
+            "flatten": flatten,
+        }
 
     def parquet_format(self, obj: Mapping[str, Any], path: str) -> dict[str, Any]:
         self.keys(obj, path, ("type", "flattenSpec", "binaryAsString"))
-        self.flatten(obj.get("flattenSpec"), at(path, "flattenSpec"))
-        return {"binary_as_string": bool(self.flag(obj, "binaryAsString", path))}
+        flatten = self.flatten(obj.get("flattenSpec"), at(path, "flattenSpec"))
+        return {
+            "binary_as_string": bool(self.flag(obj, "binaryAsString", path)),
+            "flatten": flatten,
+        }
 
     def text_format(self, obj: Mapping[str, Any], path: str, *, delimiter: bool) -> dict[str, Any]:
         understood = ["type", "columns", "findColumnsFromHeader", "hasHeaderRow", "skipHeaderRows"]
@@ -304,17 +311,25 @@ class TaskReader(DataSchemaReader):
             "delimiter": self.text(obj, "delimiter", path) if delimiter else None,
         }
 
-    def flatten(self, value: Any, path: str) -> None:
-        """Only the flattenSpec that flattens nothing (top-level fields as columns)."""
+    def flatten(self, value: Any, path: str) -> FlattenSpec | None:
+        """Druid's flattenSpec: its fields (``root``, ``path``, ``jq``, ``tree``), each
+        problem at its path."""
+        if value is None:
+            return None
         obj = self.object(value, path)
         self.keys(obj, path, ("useFieldDiscovery", "fields"))
-        if obj.get("fields") or obj.get("useFieldDiscovery", True) is not True:
-            self.problem(
-                path,
-                "flattening nested fields is not supported; read top-level fields (remove the "
-                "flattenSpec) and extract nested ones with transforms, e.g. "
-                '{"type": "expression", "name": "city", "expression": "geo.city"}',
-            )
+        discovery = self.flag(obj, "useFieldDiscovery", path)
+        fields = []
+        for i, entry in enumerate(self.items(obj, "fields", path)):
+            where = f"{path}.fields[{i}]"
+            field_obj = self.object(entry, where, required=True)
+            self.keys(field_obj, where, ("type", "name", "expr", "nodes"))
+            built = self.attempt(where, functools.partial(FlattenField.from_dict, dict(field_obj)))
+            if built is not None:
+                fields.append(built)
+        return self.attempt(
+            path, lambda: FlattenSpec(True if discovery is None else discovery, tuple(fields))
+        )
 
 
 def _has_intervals(schema: SchemaParts) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from segmentlake.core.spec_reader import check_flag, check_int, safe_repr
+from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.errors import SpecError
 
 __all__ = ["INPUT_FORMATS", "InputFormat", "LocalInputSource"]
@@ -79,7 +80,8 @@ class InputFormat:
     ``columns`` or ``find_columns_from_header`` (after ``skip_header_rows`` lines) and a
     ``delimiter`` (tsv; csv's is ``,``), or ``parquet``. ``keep_null_columns`` (json) makes a
     column null in every row a discovered dimension; ``binary_as_string`` (parquet) reads
-    binary columns as UTF-8 strings."""
+    binary columns as UTF-8 strings; ``flatten`` (json, parquet) the columns taken from
+    nested fields (Druid's flattenSpec), None when it flattens nothing."""
 
     type: str
     columns: tuple[str, ...] = ()
@@ -88,6 +90,7 @@ class InputFormat:
     delimiter: str | None = None
     keep_null_columns: bool = False
     binary_as_string: bool = False
+    flatten: FlattenSpec | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or self.type not in INPUT_FORMATS:
@@ -115,6 +118,12 @@ class InputFormat:
             raise SpecError(f"inputFormat.keepNullColumns applies to json, not {self.type}")
         if self.binary_as_string and self.type != "parquet":
             raise SpecError(f"inputFormat.binaryAsString applies to parquet, not {self.type}")
+        if self.flatten is not None and not isinstance(self.flatten, FlattenSpec):
+            raise SpecError(f"inputFormat.flattenSpec must be a FlattenSpec, got {self.flatten!r}")
+        if self.flatten is not None and self.type not in ("json", "parquet"):
+            raise SpecError(f"inputFormat.flattenSpec applies to json and parquet, not {self.type}")
+        if self.flatten is not None and not self.flatten.flattens:
+            object.__setattr__(self, "flatten", None)  # top-level fields: as without it
 
     def _check_text(self) -> None:
         if bool(self.columns) == bool(self.find_columns_from_header):
@@ -154,4 +163,6 @@ class InputFormat:
             obj["keepNullColumns"] = True
         if self.binary_as_string:
             obj["binaryAsString"] = True
+        if self.flatten is not None:
+            obj["flattenSpec"] = self.flatten.to_dict()
         return obj

@@ -248,6 +248,78 @@ def test_csv_with_a_joda_time_pattern_and_a_missing_value(
     assert_read(lake, ds, rows(spark, [*FLOWS_ROLLED_UP, missing], FLOWS_SCHEMA))
 
 
+def test_nested_json_flattened_by_path_jq_tree_and_root_fields(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    """Druid's flattenSpec over nested JSON: a path the rows lack reads null; a field whose
+    rows disagree on its type (an object here, a string there) is read as JSON text, and the
+    path is followed into it; an index beyond an array reads null (ANSI Spark would fail)."""
+    records = [
+        {"ts": "2024-01-01T01:00:00Z", "geo": {"city": "Paris", "cc": "FR"}, "tags": ["a", "b"]},
+        {"ts": "2024-01-01T02:00:00Z", "geo": {"city": "Lyon"}, "tags": [], "n": 4},
+        {"ts": "2024-01-01T03:00:00Z", "geo": "somewhere", "n": 5, "other": 1},
+    ]
+    write_json_lines(tmp_path / "in", "events.json", records)
+    task = rollup_task(ds, tmp_path / "in", {"type": "json"})
+    task["spec"]["ioConfig"]["inputFormat"]["flattenSpec"] = {
+        "useFieldDiscovery": False,
+        "fields": [
+            {"type": "root", "name": "ts"},
+            {"type": "path", "name": "city", "expr": "$.geo.city"},
+            {"type": "tree", "name": "cc", "nodes": ["geo", "cc"]},
+            {"type": "jq", "name": "first_tag", "expr": ".tags[0]"},
+            {"type": "path", "name": "third_tag", "expr": "$.tags[2]"},
+            {"type": "path", "name": "nothing", "expr": "$.nope.x"},
+            {"type": "root", "name": "n"},
+        ],
+    }
+    schema = task["spec"]["dataSchema"]
+    schema["timestampSpec"] = {"column": "ts", "format": "iso"}
+    schema["dimensionsSpec"] = {"dimensions": ["city", "cc", "first_tag", "third_tag", "nothing"]}
+    schema["metricsSpec"] = [{"type": "longSum", "name": "n", "fieldName": "n"}]
+    schema["granularitySpec"]["queryGranularity"] = "hour"
+    schema["granularitySpec"]["intervals"] = ["2024-01-01/2024-01-02"]
+
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+
+    assert report.status == "SUCCESS"
+    got = lake.read(ds).orderBy("__time").collect()
+    assert [(r.city, r.cc, r.first_tag, r.third_tag, r.nothing, r.n) for r in got] == [
+        ("Paris", "FR", "a", None, None, None),
+        ("Lyon", None, None, None, None, 4),
+        (None, None, None, None, None, 5),
+    ]
+    assert "other" not in lake.read(ds).columns  # not discovered: useFieldDiscovery false
+
+
+def test_parquet_structs_flattened_next_to_the_top_level_fields(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    frame = spark.createDataFrame(
+        [("2024-01-01T01:00:00Z", "x", ("Paris", [1, 2]), {"k": "v"})],
+        "ts STRING, page STRING, geo STRUCT<city: STRING, ids: ARRAY<INT>>, m MAP<STRING, STRING>",
+    )
+    frame.write.parquet(str(tmp_path / "in"))
+    task = rollup_task(ds, tmp_path / "in", {"type": "parquet"})
+    task["spec"]["ioConfig"]["inputSource"]["filter"] = "*.parquet"
+    task["spec"]["ioConfig"]["inputFormat"]["flattenSpec"] = {
+        "fields": [
+            {"type": "path", "name": "city", "expr": "$.geo.city"},
+            {"type": "path", "name": "last_id", "expr": "$.geo.ids[-1]"},
+            {"type": "path", "name": "k", "expr": "$.m.k"},
+        ],
+    }
+    schema = task["spec"]["dataSchema"]
+    schema["timestampSpec"] = {"column": "ts", "format": "iso"}
+    schema["dimensionsSpec"] = {"dimensions": ["page", "city", "last_id", "k"]}
+    schema["metricsSpec"] = [{"type": "count", "name": "count"}]
+    schema["granularitySpec"]["intervals"] = ["2024-01-01/2024-01-02"]
+
+    assert run_druid_task(lake, DruidIngestTask.from_dict(task)).status == "SUCCESS"
+    (row,) = lake.read(ds).collect()
+    assert (row.page, row.city, row.last_id, row.k, row["count"]) == ("x", "Paris", "2", "v", 1)
+
+
 def test_tsv_with_columns_through_the_cli(
     spark: SparkSession, lake: Lake, ds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
