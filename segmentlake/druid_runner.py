@@ -62,7 +62,13 @@ from segmentlake.spark.connect import require_classic
 if TYPE_CHECKING:  # annotations only: importing the runner need not load the whole surface
     from segmentlake.lake import Lake
 
-__all__ = ["input_files", "read_input", "run_druid_task", "with_druid_default_types"]
+__all__ = [
+    "input_files",
+    "read_input",
+    "run_druid_task",
+    "with_druid_default_types",
+    "without_nested_dimensions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +83,9 @@ def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = N
     ``id``, else generated) names the task in the warehouse's task ledger."""
     files = input_files(task.input_source)
     logger.info("%s: reading %d %s file(s)", task.datasource, len(files), task.input_format.type)
-    frame = with_druid_default_types(read_input(lake.spark, files, task), task)
+    raw = read_input(lake.spark, files, task)
+    task = without_nested_dimensions(task, raw.schema)
+    frame = with_druid_default_types(raw, task)
     options: dict[str, Any] = {
         "task_id": task_id or task.task_id,
         "priority": task.priority or 0,
@@ -282,6 +290,32 @@ def _lines_after(spark: SparkSession, paths: list[str], skip: int) -> Any:
 
 
 # -- dimension types -----------------------------------------------------------------------
+
+
+def without_nested_dimensions(task: DruidIngestTask, schema: T.StructType) -> DruidIngestTask:
+    """``task`` with the input's objects (structs and maps) excluded from the dimensions it
+    discovers: Druid's field discovery takes only a row's primitive fields (and lists of
+    them), so a nested object is no dimension there. With ``useSchemaDiscovery`` Druid would
+    keep it as a nested column, which segmentlake does not have: left in, it is refused with
+    the transform to use. Transforms can still read the objects (``geo.city``)."""
+    dims = task.spec.dimensions_spec
+    if dims.dimensions is not None or dims.schema_discovery:
+        return task
+    nested = [
+        f.name
+        for f in schema.fields
+        if isinstance(f.dataType, T.StructType | T.MapType) and f.name not in dims.exclusions
+    ]
+    if not nested:
+        return task
+    logger.info(
+        "%s: nested fields %s are not discovered as dimensions (as in Druid); read their "
+        "values with a flattenSpec or transforms",
+        task.datasource,
+        nested,
+    )
+    excluded = replace(dims, exclusions=(*dims.exclusions, *nested))
+    return replace(task, spec=replace(task.spec, dimensions_spec=excluded))
 
 
 def with_druid_default_types(frame: DataFrame, task: DruidIngestTask) -> DataFrame:

@@ -415,6 +415,7 @@ def test_discovered_json_dimensions_are_strings_as_in_druid(
         {"timestamp": "2018-01-01T01:00:00Z", "page": "A", "robot": True, "port": 80, "gone": None},
         {"timestamp": "2018-01-01T02:00:00Z", "page": "B", "robot": False, "port": 443},
     ]
+    records[0]["geo"] = {"city": "Paris"}  # an object: Druid discovers only primitive fields
     path = write_json_lines(tmp_path / "in", "edits.json", records)
     with path.open("a") as out:
         out.write('{"timestamp": "2018-01-01T03:00:00Z", "page": \n')  # a malformed line
@@ -434,6 +435,7 @@ def test_discovered_json_dimensions_are_strings_as_in_druid(
     schema_sql = "__time TIMESTAMP, page STRING, robot STRING, port STRING, count BIGINT"
     assert_read(lake, ds, rows(spark, expected, schema_sql))
     assert "gone" not in lake.read(ds).columns  # null in every row: not discovered
+    assert "geo" not in lake.read(ds).columns
 
     task["spec"]["ioConfig"]["inputFormat"]["keepNullColumns"] = True
     run_druid_task(lake, DruidIngestTask.from_dict(task))
