@@ -3,7 +3,8 @@ them with Spark's readers, type the dimensions as Druid would, and append or ove
 
 * **Files** — ``baseDir`` is walked recursively for names matching ``filter`` (plus ``files``);
   empty files are skipped, as in Druid. Paths are local to the driver; on a cluster the
-  executors must see them at the same path (a shared mount).
+  executors must see them at the same path (a shared mount). An ``inline`` source's lines go
+  to Spark's readers from the driver (a classic session).
 * **Reading** — ``json``: newline-delimited objects (``spark.read.json``; a malformed line
   becomes a row with a null timestamp, i.e. unparseable); ``csv``/``tsv``: every column a
   string, named by ``columns`` or the header, after ``skipHeaderRows`` lines of each file;
@@ -44,7 +45,7 @@ from segmentlake.core.interval import Interval
 from segmentlake.core.names import quote_identifier
 from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.druid.ingest_task import DruidIngestTask
-from segmentlake.druid.input import InputFormat, LocalInputSource
+from segmentlake.druid.input import InlineInputSource, InputFormat, LocalInputSource
 from segmentlake.errors import BadRowsError, NotFound, SpecError
 from segmentlake.ingest.parse import (
     CHUNK,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # annotations only: importing the runner need not load the wh
 
 __all__ = [
     "input_files",
+    "read_inline",
     "read_input",
     "run_druid_task",
     "with_druid_default_types",
@@ -81,9 +83,7 @@ _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = None) -> TaskReport:
     """Run ``task`` on ``lake`` and return its report. ``task_id`` (default: the task's
     ``id``, else generated) names the task in the warehouse's task ledger."""
-    files = input_files(task.input_source)
-    logger.info("%s: reading %d %s file(s)", task.datasource, len(files), task.input_format.type)
-    raw = read_input(lake.spark, files, task)
+    raw = _read_rows(lake.spark, task)
     task = without_nested_dimensions(task, raw.schema)
     frame = with_druid_default_types(raw, task)
     options: dict[str, Any] = {
@@ -177,6 +177,35 @@ def _spark_path(path: str) -> str:
 # -- reading -------------------------------------------------------------------------------
 
 
+def _read_rows(spark: SparkSession, task: DruidIngestTask) -> DataFrame:
+    source, kind = task.input_source, task.input_format.type
+    if isinstance(source, InlineInputSource):
+        logger.info(
+            "%s: reading %d line(s) of inline %s", task.datasource, len(source.lines()), kind
+        )
+        return read_inline(spark, source, task)
+    files = input_files(source)
+    logger.info("%s: reading %d %s file(s)", task.datasource, len(files), kind)
+    return read_input(spark, files, task)
+
+
+def read_inline(spark: SparkSession, source: InlineInputSource, task: DruidIngestTask) -> DataFrame:
+    """The rows of an ``inline`` input source as the task's inputFormat reads them: its lines
+    handed to Spark's JSON or CSV reader (``skipHeaderRows`` drops the data's first lines)."""
+    require_classic(
+        spark,
+        "a Druid inline inputSource",
+        "its lines are handed to Spark's readers as an RDD, which Spark Connect does not offer; "
+        "write the data to files and use the local inputSource, or use a classic session",
+    )
+    fmt = task.input_format
+    lines = source.lines()[fmt.skip_header_rows :]
+    rows = spark.sparkContext.parallelize(lines, 1)
+    if fmt.type == "json":
+        return _read_json(spark, rows, task)
+    return _read_text(spark, [], fmt, lines=rows)
+
+
 def read_input(spark: SparkSession, files: Sequence[str], task: DruidIngestTask) -> DataFrame:
     """The rows of ``files`` as the task's inputFormat reads them (no Spark job yet, except
     the schema inference of JSON and the header of CSV)."""
@@ -193,7 +222,8 @@ def read_input(spark: SparkSession, files: Sequence[str], task: DruidIngestTask)
     return _read_text(spark, paths, fmt)
 
 
-def _read_json(spark: SparkSession, paths: list[str], task: DruidIngestTask) -> DataFrame:
+def _read_json(spark: SparkSession, paths: Any, task: DruidIngestTask) -> DataFrame:
+    """JSON lines from ``paths`` (a list of paths, or an RDD of lines)."""
     spec = task.spec
     # Druid without keepNullColumns never discovers a field that is null in every row.
     drop_null = not task.input_format.keep_null_columns and spec.dimensions_spec.dimensions is None
@@ -256,7 +286,10 @@ def _json_path(steps: Sequence[str | int]) -> str:
     return "$" + "".join(parts)
 
 
-def _read_text(spark: SparkSession, paths: list[str], fmt: InputFormat) -> DataFrame:
+def _read_text(
+    spark: SparkSession, paths: list[str], fmt: InputFormat, *, lines: Any = None
+) -> DataFrame:
+    """CSV or TSV from ``paths``, or from ``lines`` (an RDD, first lines already skipped)."""
     reader = spark.read.option("sep", fmt.delimiter).option("mode", "PERMISSIVE")
     if fmt.type == "tsv":
         reader = reader.option("quote", "")  # Druid's TSV has no quoting
@@ -267,6 +300,8 @@ def _read_text(spark: SparkSession, paths: list[str], fmt: InputFormat) -> DataF
     else:
         # Every file's header must name the same columns in the same order.
         reader = reader.option("header", "true").option("enforceSchema", "false")
+    if lines is not None:
+        return reader.csv(lines)
     if not fmt.skip_header_rows:
         return reader.csv(paths)
     return reader.csv(_lines_after(spark, paths, fmt.skip_header_rows))

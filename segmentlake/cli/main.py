@@ -344,6 +344,7 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
 def _load_task(path: str) -> DruidIngestTask:
     """Read and check a task spec file, and find its input files, before Spark starts."""
     from segmentlake.druid.ingest_task import DruidIngestTask
+    from segmentlake.druid.input import LocalInputSource
     from segmentlake.druid_runner import input_files
 
     try:
@@ -351,7 +352,8 @@ def _load_task(path: str) -> DruidIngestTask:
     except OSError as e:
         raise SpecError(f"cannot read the spec {path}: {e.strerror or e}") from e
     task = DruidIngestTask.from_json(text)
-    input_files(task.input_source)
+    if isinstance(task.input_source, LocalInputSource):
+        input_files(task.input_source)
     return task
 
 

@@ -37,7 +37,7 @@ from segmentlake.core.spec_reader import (
     check_text,
     safe_repr,
 )
-from segmentlake.druid.input import InputFormat, LocalInputSource
+from segmentlake.druid.input import InlineInputSource, InputFormat, LocalInputSource
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -131,7 +131,7 @@ class DruidIngestTask:
 
     datasource: str
     spec: IngestionSpec
-    input_source: LocalInputSource
+    input_source: LocalInputSource | InlineInputSource
     input_format: InputFormat
     intervals: tuple[Interval, ...] = ()
     append_to_existing: bool = False
@@ -145,10 +145,12 @@ class DruidIngestTask:
         check_text(self.datasource, "dataSource", what="a non-empty name")
         if not isinstance(self.spec, IngestionSpec):
             raise SpecError(f"spec must be an IngestionSpec, got {type(self.spec).__name__}")
-        if not isinstance(self.input_source, LocalInputSource):
-            raise SpecError("input_source must be a LocalInputSource")
+        if not isinstance(self.input_source, LocalInputSource | InlineInputSource):
+            raise SpecError("input_source must be a LocalInputSource or an InlineInputSource")
         if not isinstance(self.input_format, InputFormat):
             raise SpecError("input_format must be an InputFormat")
+        if isinstance(self.input_source, InlineInputSource) and self.input_format.type == "parquet":
+            raise SpecError("inline data is text: its inputFormat is json, csv or tsv, not parquet")
         if not isinstance(self.task_type, str) or self.task_type not in TASK_TYPES:
             raise SpecError(f"task type {safe_repr(self.task_type)} is not one of {TASK_TYPES}")
         self._check_options()

@@ -33,7 +33,12 @@ from segmentlake.druid.ingest_task import (
     aligned_interval,
     mode_problems,
 )
-from segmentlake.druid.input import INPUT_FORMATS, InputFormat, LocalInputSource
+from segmentlake.druid.input import (
+    INPUT_FORMATS,
+    InlineInputSource,
+    InputFormat,
+    LocalInputSource,
+)
 from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT, JSON_NO_EFFECT, TASK_NO_EFFECT
 from segmentlake.errors import SpecError
 
@@ -211,16 +216,20 @@ class TaskReader(DataSchemaReader):
         fmt = self.input_format(*found) if found is not None else None
         return {"input_source": source, "input_format": fmt, **mode}
 
-    def input_source(self, value: Any, path: str) -> LocalInputSource | None:
+    def input_source(self, value: Any, path: str) -> LocalInputSource | InlineInputSource | None:
         obj = self.object(value, path, required=True)
         if not obj:
             return None
         kind = obj.get("type")
+        if kind == "inline":
+            self.keys(obj, path, ("type", "data"))
+            data = self.text(obj, "data", path, required=True)
+            return None if data is None else self.attempt(path, lambda: InlineInputSource(data))
         if kind != "local":
             self.problem(
                 at(path, "type"),
-                f"input source {show(kind)} is not supported; accepted: local (for other "
-                "sources, read the rows with Spark and call lake.append / lake.overwrite)",
+                f"input source {show(kind)} is not supported; accepted: local, inline (for "
+                "other sources, read the rows with Spark and call lake.append / lake.overwrite)",
             )
             return None
         self.keys(obj, path, ("type", "baseDir", "filter", "files"))

@@ -1,5 +1,6 @@
-"""Where a Druid task's rows are and how they are parsed: the ``local`` input source
-(:class:`LocalInputSource`) and the input formats (:class:`InputFormat`) a task may name.
+"""Where a Druid task's rows are and how they are parsed: the ``local`` and ``inline`` input
+sources (:class:`LocalInputSource`, :class:`InlineInputSource`) and the input formats
+(:class:`InputFormat`) a task may name.
 
 Both are frozen and check their fields; :mod:`segmentlake.druid.ingest_task_reader` reads them from
 the task's ``ioConfig`` and :mod:`segmentlake.druid_runner` reads the files with Spark.
@@ -16,7 +17,7 @@ from segmentlake.core.spec_reader import check_flag, check_int, safe_repr
 from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.errors import SpecError
 
-__all__ = ["INPUT_FORMATS", "InputFormat", "LocalInputSource"]
+__all__ = ["INPUT_FORMATS", "InlineInputSource", "InputFormat", "LocalInputSource"]
 
 INPUT_FORMATS = ("json", "csv", "tsv", "parquet")
 
@@ -72,6 +73,28 @@ class LocalInputSource:
         if self.files:
             obj["files"] = list(self.files)
         return obj
+
+
+@dataclass(frozen=True, slots=True)
+class InlineInputSource:
+    """Druid's ``inline`` input source: the rows are ``data``, text in the task itself (JSON
+    lines, CSV or TSV), as Druid's console and examples write them."""
+
+    data: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, str) or not self.data.strip():
+            raise SpecError(
+                'the inline inputSource needs the rows as text in "data", got '
+                + safe_repr(self.data)
+            )
+
+    def lines(self) -> list[str]:
+        """The data's lines (Druid splits inline data at line ends)."""
+        return self.data.splitlines()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "inline", "data": self.data}
 
 
 @dataclass(frozen=True, slots=True)

@@ -320,6 +320,37 @@ def test_parquet_structs_flattened_next_to_the_top_level_fields(
     assert (row.page, row.city, row.last_id, row.k, row["count"]) == ("x", "Paris", "2", "v", 1)
 
 
+def test_inline_json_and_csv_input_sources(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    """Druid's inline input source (its console's "paste data"): the rows are in the task."""
+    json_task = rollup_task(ds, tmp_path, {"type": "json"})
+    json_task["spec"]["ioConfig"]["inputSource"] = {
+        "type": "inline",
+        "data": "".join(json.dumps(r) + "\n" for r in FLOWS),
+    }
+    task = DruidIngestTask.from_dict(json_task)
+    assert DruidIngestTask.from_dict(task.to_dict()) == task
+
+    assert run_druid_task(lake, task).status == "SUCCESS"
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+    header = "# exported\ntimestamp,srcIP,dstIP,packets,bytes\n"
+    body = "".join(
+        f"{r['timestamp']},{r['srcIP']},{r['dstIP']},{r['packets']},{r['bytes']}\n" for r in FLOWS
+    )
+    fmt = {"type": "csv", "findColumnsFromHeader": True, "skipHeaderRows": 1}
+    csv_task = rollup_task(f"{ds}_csv", tmp_path, fmt)
+    csv_task["spec"]["ioConfig"]["inputSource"] = {"type": "inline", "data": header + body}
+    report = run_druid_task(lake, DruidIngestTask.from_dict(csv_task))
+    assert (report.status, report.rows.rows_in) == ("SUCCESS", 9)
+    assert_read(lake, f"{ds}_csv", rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+    csv_task["spec"]["ioConfig"]["inputFormat"] = {"type": "parquet"}
+    with pytest.raises(SpecError, match="inline data is text: its inputFormat is json, csv or tsv"):
+        DruidIngestTask.from_dict(csv_task)
+
+
 def test_tsv_with_columns_through_the_cli(
     spark: SparkSession, lake: Lake, ds: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
