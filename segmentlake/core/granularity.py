@@ -40,10 +40,13 @@ class Granularity(enum.Enum, metaclass=StrictEnumType):
     NONE = ("none", 1, 0)
     SECOND = ("second", _SECOND, 0)
     MINUTE = ("minute", _MINUTE, 0)
+    FIVE_MINUTE = ("five_minute", 5 * _MINUTE, 0)
+    TEN_MINUTE = ("ten_minute", 10 * _MINUTE, 0)
     FIFTEEN_MINUTE = ("fifteen_minute", 15 * _MINUTE, 0)
     THIRTY_MINUTE = ("thirty_minute", 30 * _MINUTE, 0)
     HOUR = ("hour", _HOUR, 0)
     SIX_HOUR = ("six_hour", 6 * _HOUR, 0)
+    EIGHT_HOUR = ("eight_hour", 8 * _HOUR, 0)
     DAY = ("day", _DAY, 0)
     WEEK = ("week", 7 * _DAY, 0)
     MONTH = ("month", 0, 1)
@@ -150,6 +153,24 @@ class Granularity(enum.Enum, metaclass=StrictEnumType):
             return np.asarray((millis - origin) % self.fixed_millis == 0)
         values = millis.tolist()
         return np.fromiter((self.bucket_start_millis(m) == m for m in values), bool, len(values))
+
+    def nests_in(self, coarser: Granularity) -> bool:
+        """Whether each of this granularity's buckets lies in one bucket of ``coarser``: a
+        query granularity that does not nest in the segment granularity (TEN_MINUTE in
+        FIFTEEN_MINUTE, WEEK in MONTH) can truncate a row's time to before its chunk."""
+        if self is Granularity.NONE or coarser is Granularity.ALL:
+            return True
+        if coarser is Granularity.NONE or self is Granularity.ALL:
+            return self is coarser
+        if self is Granularity.WEEK:
+            return coarser is Granularity.WEEK
+        if self.months:
+            return bool(coarser.months) and coarser.months % self.months == 0
+        # A fixed length: the coarser buckets must start on this one's boundaries and be whole
+        # multiples of it (weeks and calendar units start at midnight).
+        plain = coarser.fixed_millis and coarser is not Granularity.WEEK
+        step = coarser.fixed_millis if plain else _DAY
+        return step % self.fixed_millis == 0
 
     def __str__(self) -> str:
         return self.name

@@ -181,9 +181,13 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
 
         with_user_sql(frame.where, spec.transform_spec.filter, bad_filter)
     frame = frame.withColumn(_RAW_MS, F.expr(in_range))
+    query, segment = granularity.query_granularity, granularity.segment_granularity
+    time_sql, chunk_sql = floor_millis_sql(query, ms), floor_millis_sql(segment, ms)
+    if not query.nests_in(segment):  # as Druid, a row's time never precedes its chunk
+        time_sql = f"greatest({time_sql}, {chunk_sql})"
     parsed = {
-        TIME: F.expr(floor_millis_sql(granularity.query_granularity, ms)),
-        CHUNK: F.expr(floor_millis_sql(granularity.segment_granularity, ms)),
+        TIME: F.expr(time_sql),
+        CHUNK: F.expr(chunk_sql),
         **{metric_input(m): F.expr(typed[m.name].sql) for m in spec.metrics if m.field_name},
         REASON: _first_reason(rejections, spec.transform_spec.filter),
     }

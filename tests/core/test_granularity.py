@@ -232,6 +232,9 @@ def test_parse_by_name_any_case_and_json_form(member):
 
 
 def test_parse_examples():
+    assert G.parse("five_minute") is G.FIVE_MINUTE  # every one of Druid's standard names
+    assert G.parse("TEN_MINUTE") is G.TEN_MINUTE
+    assert G.parse({"type": "eight_hour"}) is G.EIGHT_HOUR
     assert G.parse("day") is G.DAY
     assert G.parse("DAY") is G.DAY
     assert G.parse("fifteen_minute") is G.FIFTEEN_MINUTE
@@ -352,3 +355,28 @@ def test_the_vectorised_bucket_tests_agree_with_the_scalar_ones(
     for instants in (starts, ends):
         expected = [asked.bucket_start_millis(m) == m for m in instants.tolist()]
         assert asked.starts_buckets(instants).tolist() == expected
+
+
+@given(_instants, _granularities, _granularities)
+def test_a_granularity_that_nests_has_its_buckets_inside_the_coarser_ones(millis, fine, coarse):
+    if fine.nests_in(coarse):
+        inner, outer = fine.bucket(millis), coarse.bucket(millis)
+        assert outer.start_millis <= inner.start_millis
+        assert inner.end_millis <= outer.end_millis
+
+
+@pytest.mark.parametrize(
+    ("fine", "coarse", "instant"),
+    [
+        (G.TEN_MINUTE, G.FIFTEEN_MINUTE, "2024-03-01T00:16:00Z"),
+        (G.SIX_HOUR, G.EIGHT_HOUR, "2024-03-01T08:00:00Z"),
+        (G.WEEK, G.MONTH, "2024-03-01T00:00:00Z"),  # a Friday: its week began in February
+        (G.WEEK, G.YEAR, "2021-01-01T00:00:00Z"),
+    ],
+)
+def test_what_does_not_nest_has_a_bucket_reaching_out_of_the_coarser_one(
+    fine: G, coarse: G, instant: str
+) -> None:
+    assert not fine.nests_in(coarse)
+    at = to_millis(datetime.fromisoformat(instant))
+    assert fine.bucket(at).start_millis < coarse.bucket(at).start_millis

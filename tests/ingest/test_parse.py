@@ -196,3 +196,33 @@ def test_missing_value_times_rows_without_a_timestamp(spark: SparkSession) -> No
     parsed = parse_input(without, spec, interval=None)
     assert [r[TIME] for r in parsed.frame.select(TIME).collect()] == [ms(2010, 1, 1)] * 2
     assert parsed.reasons == ("timestamp outside 0001-9999",)
+
+
+@pytest.mark.parametrize(
+    ("segment", "query", "values", "wanted"),
+    [
+        # 2024-03-01 is a Friday: its week began in February, before the row's MONTH chunk.
+        (
+            "month",
+            "week",
+            ["2024-03-01T10:00:00Z", "2024-03-05T10:00:00Z"],
+            [(2024, 3, 1), (2024, 3, 4)],
+        ),
+        ("fifteen_minute", "ten_minute", ["2024-03-01T00:16:00Z"], [(2024, 3, 1, 0, 15)]),
+        ("eight_hour", "six_hour", ["2024-03-01T09:00:00Z"], [(2024, 3, 1, 8)]),
+    ],
+)
+def test_a_query_granularity_that_does_not_nest_never_moves_a_row_out_of_its_chunk(
+    spark: SparkSession, segment: str, query: str, values: list, wanted: list
+) -> None:
+    """Druid clamps a row's truncated time to its segment's start (IncrementalIndex)."""
+    spec = IngestionSpec.from_dict(
+        {
+            "timestampSpec": {"column": "ts", "format": "iso"},
+            "granularitySpec": {"segmentGranularity": segment, "queryGranularity": query},
+        }
+    )
+    df = spark.createDataFrame([(v,) for v in values], "ts STRING")
+    rows = parse_input(df, spec, interval=None).frame.select(TIME, CHUNK).collect()
+    assert [r[TIME] for r in rows] == [ms(*w) for w in wanted]
+    assert all(r[CHUNK] <= r[TIME] for r in rows)
