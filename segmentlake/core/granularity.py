@@ -61,12 +61,15 @@ class Granularity(enum.Enum, metaclass=StrictEnumType):
 
     @classmethod
     def parse(cls, value: str | Granularity | Mapping[str, object]) -> Granularity:
-        """Accept a Granularity, a name in any case (``"DAY"``, ``"fifteen_minute"``) or Druid's
-        ``{"type": "day"}`` JSON form (with nothing else: Druid's ``period`` granularities,
-        with a time zone or origin, are not supported)."""
+        """Accept a Granularity, a name in any case (``"DAY"``, ``"fifteen_minute"``), Druid's
+        ``{"type": "day"}`` JSON form, or a Druid ``period`` / ``duration`` granularity that is
+        one of these in UTC (``{"type": "period", "period": "PT1H"}``); one with another time
+        zone, an origin or another length is refused."""
         if isinstance(value, Granularity):
             return value
         name: object = value
+        if isinstance(value, Mapping) and value.get("type") in ("period", "duration"):
+            return _standard(value)
         if isinstance(value, Mapping):
             if set(value) != {"type"}:
                 raise SpecError(
@@ -182,6 +185,49 @@ _KNOWN = ", ".join(m.json_name.upper() for m in Granularity)
 _FINEST_FIRST = tuple(Granularity)  # iterating the enum itself costs a generator a call
 # No two granularities' buckets have one fixed length, and no calendar bucket has any of them.
 _FIXED_BY_LENGTH = {g.fixed_millis: g for g in Granularity if g.fixed_millis}
+
+
+_PERIODS = {
+    "PT1S": Granularity.SECOND,
+    "PT1M": Granularity.MINUTE,
+    "PT5M": Granularity.FIVE_MINUTE,
+    "PT10M": Granularity.TEN_MINUTE,
+    "PT15M": Granularity.FIFTEEN_MINUTE,
+    "PT30M": Granularity.THIRTY_MINUTE,
+    "PT1H": Granularity.HOUR,
+    "PT6H": Granularity.SIX_HOUR,
+    "PT8H": Granularity.EIGHT_HOUR,
+    "P1D": Granularity.DAY,
+    "P1W": Granularity.WEEK,
+    "P1M": Granularity.MONTH,
+    "P3M": Granularity.QUARTER,
+    "P1Y": Granularity.YEAR,
+}
+_UTC = (None, "UTC", "Etc/UTC", "GMT", "Z", "+00:00")
+
+
+def _standard(value: Mapping[str, object]) -> Granularity:
+    """The standard granularity a Druid ``period`` or ``duration`` granularity is."""
+    kind = value.get("type")
+    unknown = set(value) - {"type", kind, "timeZone", "origin"}
+    if unknown or value.get("timeZone") not in _UTC or value.get("origin") is not None:
+        raise SpecError(
+            f"granularity {safe_repr(value)} is not supported: buckets are aligned in UTC with "
+            "no origin (no timeZone other than UTC, no origin); periods: " + ", ".join(_PERIODS)
+        )
+    if kind == "period":
+        period = value.get("period")
+        member = _PERIODS.get(period.upper()) if isinstance(period, str) else None
+    else:  # a duration counts from the epoch, a Thursday: never ISO weeks
+        length = value.get("duration")
+        member = _FIXED_BY_LENGTH.get(length) if type(length) is int else None
+        member = None if member is Granularity.WEEK else member
+    if member is None:
+        raise SpecError(
+            f"granularity {safe_repr(value)} is none of Druid's standard granularities, which "
+            "segmentlake buckets by; periods: " + ", ".join(_PERIODS)
+        )
+    return member
 
 
 def granularity_of_bucket(interval: Interval) -> Granularity | None:

@@ -380,3 +380,31 @@ def test_what_does_not_nest_has_a_bucket_reaching_out_of_the_coarser_one(
     assert not fine.nests_in(coarse)
     at = to_millis(datetime.fromisoformat(instant))
     assert fine.bucket(at).start_millis < coarse.bucket(at).start_millis
+
+
+@pytest.mark.parametrize(
+    ("druid", "member"),
+    [
+        ({"type": "period", "period": "PT1H"}, G.HOUR),
+        ({"type": "period", "period": "p1w", "timeZone": "UTC"}, G.WEEK),
+        ({"type": "period", "period": "P3M"}, G.QUARTER),
+        ({"type": "duration", "duration": 300_000}, G.FIVE_MINUTE),
+    ],
+)
+def test_druid_period_and_duration_granularities_that_are_standard_ones(druid, member):
+    assert G.parse(druid) is member
+
+
+@pytest.mark.parametrize(
+    ("druid", "message"),
+    [
+        ({"type": "period", "period": "PT2H"}, "none of Druid's standard granularities"),
+        ({"type": "duration", "duration": 7 * 86_400_000}, "none of Druid's standard"),  # epoch
+        ({"type": "period", "period": "P1D", "timeZone": "Asia/Tokyo"}, "aligned in UTC"),
+        ({"type": "period", "period": "PT1H", "origin": "2024-01-01T00:30Z"}, "no origin"),
+    ],
+)
+def test_other_periods_are_refused_with_the_standard_ones_listed(druid, message):
+    with pytest.raises(SpecError, match=message) as info:
+        G.parse(druid)
+    assert "PT15M" in str(info.value)
