@@ -8,12 +8,16 @@ JSON instead. The common filters translate exactly:
 * ``equals`` / ``range`` with a numeric ``matchValueType`` and ``bound`` with ``numeric``
   ordering compare as DOUBLE (``try_cast``: a value that is not a number never matches);
 * ``bound`` / ``range`` on strings compare UTF-8 strings (Druid's ``lexicographic`` order);
-* ``like``, ``null``, ``true``, ``false``, ``and``, ``or``, ``not``.
+* ``like``, ``null``, ``true``, ``false``, ``and``, ``or``, ``not``;
+* ``regex`` — ``RLIKE``: both Druid and Spark run ``java.util.regex`` with ``find()`` (the
+  pattern matches anywhere unless anchored);
+* ``search`` with ``contains`` / ``insensitive_contains`` / ``fragment`` queries — ``contains``
+  of the (lower-cased, unless case-sensitive) string form.
 
 Null semantics are Druid's SQL-compatible ones (the default since Druid 28): ``""`` is not
 null, ``{"type": "selector", "value": null}`` matches nulls. Everything else (``extractionFn``,
-``regex``, ``search``, ``javascript``, ``expression``, ``interval``, other orderings) is
-reported, with its JSON path, instead of being guessed at.
+``javascript``, ``expression``, ``interval``, other search queries and orderings) is reported,
+with its JSON path, instead of being guessed at.
 """
 
 from __future__ import annotations
@@ -186,6 +190,46 @@ def _like(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
     return f"(CAST({column} AS STRING) LIKE {pattern} ESCAPE {sql_string(escape)})"
 
 
+def _regex(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "dimension", "pattern")
+    column = t.column(obj, path, "dimension")
+    pattern = obj.get("pattern")
+    if not isinstance(pattern, str):
+        return t.fail(f"{path}.pattern", f"must be a regular expression, got {safe_repr(pattern)}")
+    return f"(CAST({column} AS STRING) RLIKE {sql_string(pattern)})"
+
+
+_SEARCH_QUERIES = ("contains", "insensitive_contains", "fragment")
+
+
+def _search(t: _Translator, obj: Mapping[str, Any], path: str) -> str:
+    t.keys(obj, path, "dimension", "query")
+    column = t.column(obj, path, "dimension")
+    query, where = obj.get("query"), f"{path}.query"
+    kind = query.get("type") if isinstance(query, Mapping) else None
+    if not isinstance(query, Mapping) or kind not in _SEARCH_QUERIES:
+        return t.fail(
+            where,
+            f"must be a search query of type {', '.join(_SEARCH_QUERIES)}, got {safe_repr(query)}",
+        )
+    if kind == "fragment":
+        t.keys(query, where, "values", "caseSensitive")
+        values = query.get("values")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            return t.fail(f"{where}.values", f"must be a list of strings, got {safe_repr(values)}")
+    else:
+        t.keys(query, where, "value", *(["caseSensitive"] if kind == "contains" else []))
+        values = [query.get("value")]
+        if not isinstance(values[0], str):
+            return t.fail(f"{where}.value", f"must be a string, got {safe_repr(values[0])}")
+    sensitive = kind != "insensitive_contains" and t.flag(query, "caseSensitive", where)
+    text = f"CAST({column} AS STRING)"
+    if not sensitive:  # Druid lower-cases both sides
+        text, values = f"lower({text})", [v.lower() for v in values]
+    parts = [f"contains({text}, {sql_string(v)})" for v in values]
+    return "(" + (" AND ".join(parts) or f"{column} IS NOT NULL") + ")"
+
+
 def _bounds(
     t: _Translator,
     column: str,
@@ -264,6 +308,8 @@ _HANDLERS: Mapping[str, Callable[[_Translator, Mapping[str, Any], str], str]] = 
     "in": _in,
     "null": _null,
     "like": _like,
+    "regex": _regex,
+    "search": _search,
     "bound": _bound,
     "range": _range,
     "and": _junction,

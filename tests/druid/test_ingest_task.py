@@ -318,7 +318,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
     schema["dimensionsSpec"]["spatialDimensions"] = [{"dimName": "geo", "dims": ["lat", "lon"]}]
     schema["dimensionsSpec"]["dimensions"].append({"name": "tags", "multiValueHandling": "ARRAY"})
     schema["metricsSpec"].append({"type": "quantilesDoublesSketch", "name": "t", "fieldName": "x"})
-    schema["transformSpec"] = {"filter": {"type": "regex", "dimension": "page", "pattern": "^A"}}
+    schema["transformSpec"] = {"filter": {"type": "javascript", "dimension": "page"}}
     schema["granularitySpec"]["intervals"] = ["2015-09-12/2015-09-13", "2015-09-20/2015-09-21"]
     schema["timestampSpec"]["missingValue"] = "the dawn of time"
 
@@ -335,7 +335,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
         r"spec\.dataSchema\.dimensionsSpec\.spatialDimensions: spatial dimensions are not",
         r"spec\.dataSchema\.dimensionsSpec\.dimensions\[8\]\.multiValueHandling: multi-value",
         r"spec\.dataSchema\.metricsSpec\[4\]\.type: unknown aggregator type 'quantilesDoubl",
-        r"spec\.dataSchema\.transformSpec\.filter\.type: filter type 'regex' is not supported",
+        r"spec\.dataSchema\.transformSpec\.filter\.type: filter type 'javascript' is not supported",
         r"spec\.dataSchema\.granularitySpec\.intervals: the intervals cover 2 separate runs",
         r"timestampSpec: timestampSpec\.missingValue: cannot parse timestamp 'the dawn of time'",
     ]
@@ -510,6 +510,31 @@ def test_local_input_source_wildcards_match_file_names() -> None:
             {"type": "selector", "dimension": "we`ird", "value": "x"},
             "(CAST(`we``ird` AS STRING) = 'x')",
         ),
+        (
+            {"type": "regex", "dimension": "p", "pattern": "^Wiki\\d"},
+            "(CAST(`p` AS STRING) RLIKE '^Wiki\\\\d')",
+        ),
+        (
+            {"type": "search", "dimension": "p", "query": {"type": "contains", "value": "Ab"}},
+            "(contains(lower(CAST(`p` AS STRING)), 'ab'))",
+        ),
+        (
+            {
+                "type": "search",
+                "dimension": "p",
+                "query": {"type": "contains", "value": "Ab", "caseSensitive": True},
+            },
+            "(contains(CAST(`p` AS STRING), 'Ab'))",
+        ),
+        (
+            {
+                "type": "search",
+                "dimension": "p",
+                "query": {"type": "fragment", "values": ["a", "B"]},
+            },
+            "(contains(lower(CAST(`p` AS STRING)), 'a')"
+            " AND contains(lower(CAST(`p` AS STRING)), 'b'))",
+        ),
     ],
 )
 def test_druid_filters_translate_to_spark_sql(druid: dict[str, Any], sql: str) -> None:
@@ -521,7 +546,7 @@ def test_untranslatable_filters_list_every_part() -> None:
         "type": "and",
         "fields": [
             {"type": "selector", "dimension": "p", "value": "A", "extractionFn": {"type": "upper"}},
-            {"type": "search", "dimension": "p", "query": {"type": "contains", "value": "x"}},
+            {"type": "interval", "dimension": "__time", "intervals": ["2024-01-01/P1D"]},
             {"type": "bound", "dimension": "p", "ordering": "alphanumeric"},
             {"type": "in", "dimension": "p", "values": ["a"], "caseSensitive": False},
         ],

@@ -88,7 +88,7 @@ def test_the_api_ingests_a_druid_dataschema_as_the_druid_task_does(
     ("path", "value", "named"),
     [
         ("dimensionsSpec.dimensions.1", {"type": "int", "name": "port"}, "dimensions[1].type"),
-        ("transformSpec.filter.fields.0.type", "regex", "transformSpec.filter.fields[0].type"),
+        ("transformSpec.filter.fields.0.type", "javascript", "transformSpec.filter.fields[0].type"),
         ("transformSpec.transforms.0.type", "javascript", "transformSpec.transforms[0].type"),
     ],
 )

@@ -226,3 +226,38 @@ def test_a_query_granularity_that_does_not_nest_never_moves_a_row_out_of_its_chu
     rows = parse_input(df, spec, interval=None).frame.select(TIME, CHUNK).collect()
     assert [r[TIME] for r in rows] == [ms(*w) for w in wanted]
     assert all(r[CHUNK] <= r[TIME] for r in rows)
+
+
+def test_druid_regex_and_search_filters_keep_what_druid_keeps(spark: SparkSession) -> None:
+    """Druid's regex filter finds its pattern anywhere (java.util.regex find(), as RLIKE);
+    its search filter matches a lower-cased substring; a null value matches neither."""
+    spec = IngestionSpec.from_dict(
+        {
+            "timestampSpec": {"column": "ts", "format": "iso"},
+            "dimensionsSpec": {"dimensions": ["page"]},
+            "transformSpec": {
+                "filter": {
+                    "type": "or",
+                    "fields": [
+                        {"type": "regex", "dimension": "page", "pattern": "Wiki\\d"},
+                        {
+                            "type": "search",
+                            "dimension": "page",
+                            "query": {"type": "insensitive_contains", "value": "MAIN"},
+                        },
+                    ],
+                }
+            },
+        }
+    )
+    pages = ["about Wiki1", "The Main page", "Wikipedia", None]
+    df = spark.createDataFrame(
+        [("2024-01-01T00:00:00Z", p) for p in pages], "ts STRING, page STRING"
+    )
+    rows = parse_input(df, spec, interval=None).frame.select("page", REASON).collect()
+    assert [(r.page, r[REASON]) for r in rows] == [
+        ("about Wiki1", None),
+        ("The Main page", None),
+        ("Wikipedia", "filtered"),
+        (None, "filtered"),
+    ]
