@@ -1,5 +1,6 @@
 """Run a Druid native batch task (:class:`DruidIngestTask`) on Spark: find the input files, read
-them with Spark's readers, type the dimensions as Druid would, and append or overwrite.
+them with Spark's readers, type the dimensions as Druid would, and append or overwrite; or a
+Druid ``compact`` task (:class:`DruidCompactTask`) as a major compaction.
 
 * **Files** — ``baseDir`` is walked recursively for names matching ``filter`` (plus ``files``);
   empty files are skipped, as in Druid. Paths are local to the driver; on a cluster the
@@ -43,6 +44,7 @@ from pyspark.sql import types as T
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
 from segmentlake.core.names import quote_identifier
+from segmentlake.druid.compact_task import DruidCompactTask
 from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.input import InlineInputSource, InputFormat, LocalInputSource
@@ -67,6 +69,7 @@ __all__ = [
     "input_files",
     "read_inline",
     "read_input",
+    "run_compact_task",
     "run_druid_task",
     "with_druid_default_types",
     "without_nested_dimensions",
@@ -80,9 +83,14 @@ _CORRUPT = "__corrupt_record"
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 
 
-def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = None) -> TaskReport:
+def run_druid_task(
+    lake: Lake, task: DruidIngestTask | DruidCompactTask, *, task_id: str | None = None
+) -> TaskReport:
     """Run ``task`` on ``lake`` and return its report. ``task_id`` (default: the task's
-    ``id``, else generated) names the task in the warehouse's task ledger."""
+    ``id``, else generated) names the task in the warehouse's task ledger. A ``compact``
+    task is a major compaction (:func:`run_compact_task`)."""
+    if isinstance(task, DruidCompactTask):
+        return run_compact_task(lake, task, task_id=task_id)
     raw = _read_rows(lake.spark, task)
     task = without_nested_dimensions(task, raw.schema)
     frame = with_druid_default_types(raw, task)
@@ -107,6 +115,28 @@ def run_druid_task(lake: Lake, task: DruidIngestTask, *, task_id: str | None = N
         return lake.overwrite(frame, task.datasource, task.spec, interval=chunks, **options)
     finally:
         frame.unpersist()
+
+
+def run_compact_task(
+    lake: Lake, task: DruidCompactTask, *, task_id: str | None = None
+) -> TaskReport:
+    """Run a Druid ``compact`` task: ``lake.compact`` of its interval in ``"major"`` mode,
+    every visible segment of its chunks rewritten (Druid compacts all of them too) to the
+    task's granularities and partitioning. Chunks already in that form are skipped (status
+    ``SKIPPED`` when all are); an interval without data fails, as a Druid compaction does."""
+    options: dict[str, Any] = {"task_id": task_id or task.task_id, "priority": task.priority or 0}
+    if task.lock_timeout_ms is not None:
+        options["lock_timeout_s"] = task.lock_timeout_ms / 1000
+    return lake.compact(
+        task.datasource,
+        task.interval,
+        mode="major",
+        segment_granularity=task.segment_granularity,
+        query_granularity=task.query_granularity,
+        rollup=task.rollup,
+        partitions_spec=task.partitions_spec,
+        **options,
+    )
 
 
 def _used_segments(lake: Lake, datasource: str, interval: Interval) -> list[Any]:

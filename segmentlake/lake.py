@@ -545,10 +545,12 @@ class Lake:
           locks on the inputs only. ``segments`` (ids) restricts it to those. While another
           task holds one of them it plans again for up to ``lock_timeout_s``, then raises
           :class:`LockRefused`.
-        * ``mode="major"``: whole chunks re-ingested with perfect rollup
-          (``partitions_spec``, default hashed by ``targetRowsPerSegment``) under a new
-          version, optionally to another ``segment_granularity`` (e.g. HOUR → DAY); REPLACE
-          locks, and segments appended meanwhile are re-published under the new version.
+        * ``mode="major"``: whole chunks re-ingested, each chunk's rows rolled up together,
+          under a new version, optionally to another ``segment_granularity`` (e.g. HOUR →
+          DAY), and partitioned by ``partitions_spec`` (default hashed by
+          ``targetRowsPerSegment``; ``dynamic`` cuts each chunk to ``maxRowsPerSegment``, as
+          a Druid compaction task does by default); REPLACE locks, and segments appended
+          meanwhile are re-published under the new version.
 
         Chunks already compacted as wanted (their ``last_compaction_state``) are skipped.
 
@@ -557,8 +559,8 @@ class Lake:
             interval: The span compacted (default: all the data).
             mode: ``"minor"`` or ``"major"`` (above).
             segment_granularity: Major only: the chunks' new segment granularity.
-            partitions_spec: Major only: the perfect-rollup partitioning (hashed, range or
-                single_dim; JSON or a spec object).
+            partitions_spec: Major only: the partitioning (hashed, range, single_dim or
+                dynamic; JSON or a spec object).
             query_granularity: Major only: the rows' time granularity (default: the
                 segments' finest).
             rollup: Major only: roll rows up (default: only if every segment was).

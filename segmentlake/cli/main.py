@@ -20,6 +20,7 @@ from segmentlake.core.compaction import COMPACTION_MODES
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
+    from segmentlake.druid.compact_task import DruidCompactTask
     from segmentlake.druid.ingest_task import DruidIngestTask
     from segmentlake.lake import Lake
 
@@ -44,9 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     quick.add_argument("--rows-per-day", type=int, default=20_000)
     ingest = sub.add_parser(
         "ingest",
-        help="run a Druid native batch ingestion spec (an index_parallel or index task JSON)",
-        description="Run a Druid index_parallel / index task JSON on Spark; see "
-        "docs/druid-specs.md for the fields segmentlake reads.",
+        help="run a Druid task JSON: native batch ingestion (index_parallel, index) or compact",
+        description="Run a Druid index_parallel / index task JSON on Spark, or a compact task "
+        "(a major compaction of its interval); see docs/druid-specs.md for the fields "
+        "segmentlake reads.",
     )
     ingest.add_argument("spec", metavar="SPEC.json", help="the Druid task JSON file")
     # SUPPRESS: given here, it overrides the global --warehouse; not given, it leaves it be.
@@ -88,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_compact_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     compact = sub.add_parser(
         "compact",
-        help="compact a datasource now (minor: merge small segments; major: perfect rollup)",
+        help="compact a datasource now (minor: merge small segments; major: rewrite chunks)",
         description="Run one compaction and print its report. Appends may go on meanwhile.",
     )
     compact.add_argument("datasource")
@@ -341,8 +343,9 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
     return 0 if report.status in ("SUCCESS", "SKIPPED") else 1
 
 
-def _load_task(path: str) -> DruidIngestTask:
+def _load_task(path: str) -> DruidIngestTask | DruidCompactTask:
     """Read and check a task spec file, and find its input files, before Spark starts."""
+    from segmentlake.druid.compact_task import read_druid_task, task_json
     from segmentlake.druid.ingest_task import DruidIngestTask
     from segmentlake.druid.input import LocalInputSource
     from segmentlake.druid_runner import input_files
@@ -351,13 +354,13 @@ def _load_task(path: str) -> DruidIngestTask:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError(f"cannot read the spec {path}: {e.strerror or e}") from e
-    task = DruidIngestTask.from_json(text)
-    if isinstance(task.input_source, LocalInputSource):
+    task = read_druid_task(task_json(text))
+    if isinstance(task, DruidIngestTask) and isinstance(task.input_source, LocalInputSource):
         input_files(task.input_source)
     return task
 
 
-def _ingest(lake: Lake, task: DruidIngestTask, task_id: str | None) -> int:
+def _ingest(lake: Lake, task: DruidIngestTask | DruidCompactTask, task_id: str | None) -> int:
     from segmentlake.druid_runner import run_druid_task
     from segmentlake.ingest.report import TaskReport
 

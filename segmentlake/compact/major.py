@@ -1,5 +1,7 @@
-"""Major compaction: whole chunks re-ingested with perfect rollup under a new version, while
-appends go on (Druid's concurrent append and replace).
+"""Major compaction: whole chunks re-ingested, each chunk's rows rolled up together, under a new
+version, while appends go on (Druid's concurrent append and replace). The partitionsSpec cuts
+each chunk: hashed (the default), range or single_dim, or dynamic (a Druid compaction task's
+default): the rolled-up chunk cut to ``maxRowsPerSegment``.
 
 1. **plan** (no lock): the visible segments of the interval, the target segment granularity,
    the merged schema and the compaction state; chunks already compacted as wanted are
@@ -184,12 +186,9 @@ def _plan(used: list[DataSegment], interval: Interval | None, options: MajorComp
     dimensions, schema = merged_schema(
         visible, query_granularity=options.query_granularity, rollup=options.rollup
     )
+    # Dynamic partitioning (Druid's compaction default) rolls each chunk up whole too: its
+    # rows go through one task per chunk, and are then cut to maxRowsPerSegment.
     partitions = options.partitions_spec or HashedPartitionsSpec()
-    if not partitions.perfect_rollup:
-        raise SpecError(
-            f"a major compaction rolls up perfectly: partitionsSpec must be 'hashed', 'range' "
-            f"or 'single_dim', not {partitions.type_name!r}; use mode='minor' for best-effort"
-        )
     spec = compaction_spec(
         dimensions,
         schema,

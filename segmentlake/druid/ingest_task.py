@@ -44,6 +44,7 @@ __all__ = [
     "DOUBLE_QUOTES",
     "DruidIngestTask",
     "aligned_interval",
+    "check_task_id",
     "mode_problems",
 ]
 
@@ -81,6 +82,15 @@ def aligned_interval(intervals: Iterable[Interval], granularity: Granularity) ->
             "task per run"
         )
     return merged[0]
+
+
+def check_task_id(task_id: object) -> None:
+    """Refuse a task id that is not letters, digits, ``_`` and ``-``."""
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id):
+        raise SpecError(
+            f"task id {safe_repr(task_id)} must be letters, digits, '_' and '-' only "
+            "(it names the task's storage partitions)"
+        )
 
 
 def mode_problems(
@@ -168,13 +178,8 @@ class DruidIngestTask:
         _check_druid_form(self.spec)
 
     def _check_options(self) -> None:
-        if self.task_id is not None and (
-            not isinstance(self.task_id, str) or not _TASK_ID.fullmatch(self.task_id)
-        ):
-            raise SpecError(
-                f"task id {safe_repr(self.task_id)} must be letters, digits, '_' and '-' only "
-                "(it names the task's storage partitions)"
-            )
+        if self.task_id is not None:
+            check_task_id(self.task_id)
         check_flag(self.append_to_existing, "ioConfig.appendToExisting")
         check_flag(self.drop_existing, "ioConfig.dropExisting")
         if self.priority is not None:

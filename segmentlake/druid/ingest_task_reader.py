@@ -98,6 +98,14 @@ class TaskReader(DataSchemaReader):
     def root(self, top: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
         """The object holding the dataSchema, ioConfig and tuningConfig, and its path:
         ``spec``, or the task itself in Druid's older form."""
+        if top.get("type") == "compact":
+            self.problem(
+                "type",
+                "'compact' is a compaction task, not an ingestion task: read it with "
+                "DruidCompactTask.from_dict or read_druid_task (segmentlake.druid.compact_task); "
+                "segmentlake ingest runs both",
+            )
+            raise _error(self.problems)
         if not {"spec", "dataSchema", "ioConfig"} & set(top):
             self.problem(
                 "spec",

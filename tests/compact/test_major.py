@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from segmentlake.core.shard_spec import HashBasedNumberedShardSpec
+from segmentlake.core.shard_spec import HashBasedNumberedShardSpec, NumberedShardSpec
 from segmentlake.errors import SpecError
 from segmentlake.lake import Lake
 from tests.compact.conftest import events, per_key, spec, totals
@@ -67,6 +67,38 @@ def test_major_hour_to_day_keeps_every_metric(spark: SparkSession, lake: Lake, d
     assert lake.compact(ds, mode="minor").status == "SKIPPED"
 
 
+def test_major_with_dynamic_partitioning_cuts_each_rolled_up_chunk(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """A Druid compaction task's default: each chunk rolled up whole, then cut to
+    maxRowsPerSegment in numbered segments."""
+    for _ in range(2):  # the same keys twice: rollup halves the rows
+        for day in ("2024-01-01", "2024-01-02"):
+            lake.append(events(spark, hourly(day, 48, 0)), ds, spec(segment="hour"))
+    before = lake.read(ds)
+    keys_before, totals_before, rows_before = per_key(before), totals(before), before.count()
+    dynamic = {"type": "dynamic", "maxRowsPerSegment": 10}
+    report = lake.compact(ds, mode="major", segment_granularity="DAY", partitions_spec=dynamic)
+    assert report.status == "SUCCESS", report.summary()
+    visible = lake.timeline(ds).visible_segments()
+    per_day: dict[str, list[int]] = {}
+    for s in visible:
+        assert isinstance(s.shard_spec, NumberedShardSpec)
+        per_day.setdefault(str(s.interval.start), []).append(s.num_rows)
+    rows_after = lake.read(ds).count()
+    assert rows_after == rows_before // 2  # every key was appended twice
+    for sizes in per_day.values():
+        assert max(sizes) <= 10  # cut to the limit (into pieces of at most 80% of it)
+        assert sum(sizes) == 48
+        assert len(sizes) >= 5
+    assert len(per_day) == 2
+    assert per_key(lake.read(ds)) == keys_before
+    assert totals(lake.read(ds)) == totals_before
+    assert visible[0].last_compaction_state["partitionsSpec"]["type"] == "dynamic"
+    again = lake.compact(ds, mode="major", segment_granularity="DAY", partitions_spec=dynamic)
+    assert again.status == "SKIPPED"
+
+
 def after_rows(lake: Lake, ds: str) -> int:
     return lake.read(ds).count()
 
@@ -77,8 +109,8 @@ def test_major_compaction_refuses_a_misaligned_interval(
     lake.append(events(spark, hourly("2024-01-01", 5, 0)), ds, spec(segment="day"))
     with pytest.raises(SpecError, match=r"whole chunks.*e\.g\. 2024-01-01"):
         lake.compact(ds, "2024-01-01T00:00/PT12H", mode="major")
-    with pytest.raises(SpecError, match="perfect"):
-        lake.compact(ds, mode="major", partitions_spec={"type": "dynamic"})
+    with pytest.raises(SpecError, match="partitionsSpec type 'hashd'"):
+        lake.compact(ds, mode="major", partitions_spec={"type": "hashd"})
     with pytest.raises(SpecError, match="'minor' or 'major'"):
         lake.compact(ds, mode="full")
     with pytest.raises(SpecError, match="nothing to compact"):
