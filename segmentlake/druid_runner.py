@@ -1,6 +1,7 @@
 """Run a Druid native batch task (:class:`DruidIngestTask`) on Spark: find the input files, read
 them with Spark's readers, type the dimensions as Druid would, and append or overwrite; or a
-Druid ``compact`` task (:class:`DruidCompactTask`) as a major compaction.
+Druid ``compact`` task (:class:`DruidCompactTask`) as a major compaction, or a ``kill`` task
+(:class:`DruidKillTask`) as ``lake.kill``.
 
 * **Files** — ``baseDir`` is walked recursively for names matching ``filter`` (plus ``files``);
   empty files are skipped, as in Druid. Paths are local to the driver; on a cluster the
@@ -31,11 +32,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -48,6 +50,8 @@ from segmentlake.druid.compact_task import DruidCompactTask
 from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.input import InlineInputSource, InputFormat, LocalInputSource
+from segmentlake.druid.kill_task import DruidKillTask
+from segmentlake.druid.tasks import DruidTask
 from segmentlake.errors import BadRowsError, NotFound, SpecError
 from segmentlake.ingest.parse import (
     CHUNK,
@@ -63,6 +67,7 @@ from segmentlake.ingest.report import RowStats, TaskReport
 from segmentlake.spark.connect import require_classic
 
 if TYPE_CHECKING:  # annotations only: importing the runner need not load the whole surface
+    from segmentlake.compact.kill import KillReport
     from segmentlake.lake import Lake
 
 __all__ = [
@@ -71,6 +76,7 @@ __all__ = [
     "read_input",
     "run_compact_task",
     "run_druid_task",
+    "run_kill_task",
     "with_druid_default_types",
     "without_nested_dimensions",
 ]
@@ -83,14 +89,29 @@ _CORRUPT = "__corrupt_record"
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 
 
+@overload
 def run_druid_task(
     lake: Lake, task: DruidIngestTask | DruidCompactTask, *, task_id: str | None = None
-) -> TaskReport:
+) -> TaskReport: ...
+
+
+@overload
+def run_druid_task(
+    lake: Lake, task: DruidKillTask, *, task_id: str | None = None
+) -> KillReport: ...
+
+
+def run_druid_task(
+    lake: Lake, task: DruidTask, *, task_id: str | None = None
+) -> TaskReport | KillReport:
     """Run ``task`` on ``lake`` and return its report. ``task_id`` (default: the task's
     ``id``, else generated) names the task in the warehouse's task ledger. A ``compact``
-    task is a major compaction (:func:`run_compact_task`)."""
+    task is a major compaction (:func:`run_compact_task`), a ``kill`` task a
+    ``lake.kill`` (:func:`run_kill_task`, whose report is a ``KillReport``)."""
     if isinstance(task, DruidCompactTask):
         return run_compact_task(lake, task, task_id=task_id)
+    if isinstance(task, DruidKillTask):
+        return run_kill_task(lake, task)
     raw = _read_rows(lake.spark, task)
     task = without_nested_dimensions(task, raw.schema)
     frame = with_druid_default_types(raw, task)
@@ -137,6 +158,21 @@ def run_compact_task(
         partitions_spec=task.partitions_spec,
         **options,
     )
+
+
+def run_kill_task(lake: Lake, task: DruidKillTask) -> KillReport:
+    """Run a Druid ``kill`` task: ``lake.kill`` of its interval, every unused segment wholly
+    inside it (those marked unused by ``maxUsedStatusLastUpdatedTime``, if given); with
+    ``markAsUnused`` the used segments wholly inside it are marked unused first."""
+    if task.mark_as_unused:
+        inside = [
+            s for s in lake.used_segments(task.datasource, task.interval)
+            if task.interval.contains(s.interval)
+        ]  # fmt: skip
+        marked = lake.mark_unused(inside)
+        logger.info("%s: marked %d used segment(s) unused", task.datasource, marked)
+    older_than = task.older_than_ms(int(time.time() * 1000)) / 1000
+    return lake.kill(task.datasource, interval=task.interval, older_than=older_than)
 
 
 def _used_segments(lake: Lake, datasource: str, interval: Interval) -> list[Any]:

@@ -20,8 +20,7 @@ from segmentlake.core.compaction import COMPACTION_MODES
 from segmentlake.errors import BadRowsError, SegmentLakeError, SpecError
 
 if TYPE_CHECKING:
-    from segmentlake.druid.compact_task import DruidCompactTask
-    from segmentlake.druid.ingest_task import DruidIngestTask
+    from segmentlake.druid.tasks import DruidTask
     from segmentlake.lake import Lake
 
 __all__ = ["main"]
@@ -45,10 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     quick.add_argument("--rows-per-day", type=int, default=20_000)
     ingest = sub.add_parser(
         "ingest",
-        help="run a Druid task JSON: native batch ingestion (index_parallel, index) or compact",
-        description="Run a Druid index_parallel / index task JSON on Spark, or a compact task "
-        "(a major compaction of its interval); see docs/druid-specs.md for the fields "
-        "segmentlake reads.",
+        help="run a Druid task JSON: native batch ingestion (index_parallel, index), compact, kill",
+        description="Run a Druid index_parallel / index task JSON on Spark, a compact task (a "
+        "major compaction of its interval) or a kill task (lake.kill of its interval); see "
+        "docs/druid-specs.md for the fields segmentlake reads.",
     )
     ingest.add_argument("spec", metavar="SPEC.json", help="the Druid task JSON file")
     # SUPPRESS: given here, it overrides the global --warehouse; not given, it leaves it be.
@@ -343,11 +342,11 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
     return 0 if report.status in ("SUCCESS", "SKIPPED") else 1
 
 
-def _load_task(path: str) -> DruidIngestTask | DruidCompactTask:
+def _load_task(path: str) -> DruidTask:
     """Read and check a task spec file, and find its input files, before Spark starts."""
-    from segmentlake.druid.compact_task import read_druid_task, task_json
     from segmentlake.druid.ingest_task import DruidIngestTask
     from segmentlake.druid.input import LocalInputSource
+    from segmentlake.druid.tasks import read_druid_task, task_json
     from segmentlake.druid_runner import input_files
 
     try:
@@ -360,7 +359,7 @@ def _load_task(path: str) -> DruidIngestTask | DruidCompactTask:
     return task
 
 
-def _ingest(lake: Lake, task: DruidIngestTask | DruidCompactTask, task_id: str | None) -> int:
+def _ingest(lake: Lake, task: DruidTask, task_id: str | None) -> int:
     from segmentlake.druid_runner import run_druid_task
     from segmentlake.ingest.report import TaskReport
 

@@ -43,12 +43,12 @@ from segmentlake.core.spec_reader import (
     show,
     spec_error,
 )
-from segmentlake.druid.ingest_task import DruidIngestTask, check_task_id
+from segmentlake.druid.ingest_task import check_task_id
 from segmentlake.druid.ingest_task_reader import TaskReader
 from segmentlake.druid.no_effect import TASK_NO_EFFECT
 from segmentlake.errors import SpecError
 
-__all__ = ["DruidCompactTask", "read_compact_task", "read_druid_task", "task_json"]
+__all__ = ["DruidCompactTask", "read_compact_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +124,8 @@ class DruidCompactTask:
     @classmethod
     def from_json(cls, text: str) -> DruidCompactTask:
         """:meth:`from_dict` of a JSON text."""
+        from segmentlake.druid.tasks import task_json  # it reads every kind of task
+
         return cls.from_dict(task_json(text))
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,28 +159,6 @@ class DruidCompactTask:
     def to_json(self) -> str:
         """:meth:`to_dict` as indented JSON text."""
         return json.dumps(self.to_dict(), indent=2)
-
-
-def task_json(text: str | bytes) -> Any:
-    """The parsed JSON of a task spec's text; :class:`SpecError` saying where it is not JSON."""
-    if not isinstance(text, str | bytes):
-        raise SpecError(f"a task spec's JSON must be text, got {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SpecError(
-            f"the task spec is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}"
-        ) from e
-    except (ValueError, RecursionError) as e:  # a number of 4300+ digits; deep nesting
-        raise SpecError(f"the task spec is not valid JSON: {safe_repr(e)}") from e
-
-
-def read_druid_task(value: Any) -> DruidIngestTask | DruidCompactTask:
-    """The task of a Druid task JSON (parsed): a ``compact`` task, or a native batch
-    ingestion task (``index_parallel``, ``index``)."""
-    if isinstance(value, Mapping) and value.get("type") == COMPACT:
-        return read_compact_task(value)
-    return DruidIngestTask.from_dict(value)
 
 
 def read_compact_task(value: Any) -> DruidCompactTask:

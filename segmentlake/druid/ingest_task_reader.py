@@ -102,7 +102,7 @@ class TaskReader(DataSchemaReader):
             self.problem(
                 "type",
                 "'compact' is a compaction task, not an ingestion task: read it with "
-                "DruidCompactTask.from_dict or read_druid_task (segmentlake.druid.compact_task); "
+                "DruidCompactTask.from_dict or segmentlake.druid.tasks.read_druid_task; "
                 "segmentlake ingest runs both",
             )
             raise _error(self.problems)

@@ -14,13 +14,9 @@ import pytest
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
 from segmentlake.core.partitions_spec import DynamicPartitionsSpec, HashedPartitionsSpec
-from segmentlake.druid.compact_task import (
-    DruidCompactTask,
-    read_compact_task,
-    read_druid_task,
-    task_json,
-)
+from segmentlake.druid.compact_task import DruidCompactTask, read_compact_task
 from segmentlake.druid.ingest_task import DruidIngestTask
+from segmentlake.druid.tasks import read_druid_task, task_json
 from segmentlake.errors import SpecError
 
 SPECS = Path(__file__).parents[1] / "data" / "druid_tutorial" / "specs"

@@ -32,9 +32,9 @@ from segmentlake.core.partitions_spec import (
     HashedPartitionsSpec,
     SingleDimensionPartitionsSpec,
 )
-from segmentlake.druid.compact_task import read_druid_task
 from segmentlake.druid.ingest_task import DruidIngestTask, aligned_interval
 from segmentlake.druid.input import InputFormat, LocalInputSource
+from segmentlake.druid.tasks import read_druid_task
 from segmentlake.errors import SpecError
 
 TUTORIAL = Path(__file__).parents[1] / "data" / "druid_tutorial" / "specs"
@@ -570,7 +570,7 @@ def test_druid_tutorial_specs_read_or_say_why_not(path: Path) -> None:
         with pytest.raises(SpecError, match="cannot run on segmentlake"):
             DruidIngestTask.from_dict(raw)
         return
-    task = read_druid_task(raw)  # an ingestion task, or the compaction tutorial's compact tasks
+    task = read_druid_task(raw)  # ingestion tasks, and the compact and kill tutorials' tasks
     assert task.interval is not None
     assert read_druid_task(task.to_dict()) == task
 

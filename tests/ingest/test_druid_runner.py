@@ -17,8 +17,10 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
 from segmentlake.cli.main import main
+from segmentlake.core.names import datasource_table_path
 from segmentlake.core.shard_spec import HashBasedNumberedShardSpec
 from segmentlake.druid.ingest_task import DruidIngestTask
+from segmentlake.druid.kill_task import DruidKillTask
 from segmentlake.druid_runner import run_druid_task
 from segmentlake.errors import SpecError
 from segmentlake.lake import Lake
@@ -610,3 +612,65 @@ def test_druid_compaction_tutorial_runs_as_written(
     assert after.count() == 39244
     assert after.exceptAll(rows).count() == 0
     assert rows.exceptAll(after).count() == 0
+
+
+@pytest.mark.slow
+def test_druid_deletion_tutorial_kill_task(
+    spark: SparkSession,
+    lake: Lake,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Druid's deletion tutorial: hourly Wikipedia segments, two hours marked unused (the
+    tutorial's ``segmentIds``), then its ``kill`` task through ``segmentlake ingest``: exactly
+    those two segments and their rows are deleted; then a kill with ``markAsUnused`` deletes
+    the used segments of its interval too."""
+    data = tmp_path / "quickstart" / "tutorial"
+    data.mkdir(parents=True)
+    shutil.copy(TUTORIAL / "data" / "wikiticker-2015-09-12-sampled.json.gz", data)
+    monkeypatch.chdir(tmp_path)
+    ds = "deletion-tutorial"
+    hourly = json.loads((TUTORIAL / "specs" / "compaction-init-index.json").read_text())
+    hourly["spec"]["dataSchema"]["dataSource"] = ds
+    del hourly["spec"]["tuningConfig"]["maxRowsPerSegment"]  # one segment an hour
+    run_druid_task(lake, DruidIngestTask.from_dict(hourly))
+    used = lake.used_segments(ds)
+    assert len(used) == 24
+    disabled = [s for s in used if s.interval.start.hour in (13, 14)]
+    assert lake.mark_unused(disabled) == 2
+    rows = lake.read(ds).count()
+    gone = sum(s.num_rows for s in disabled)
+    path = datasource_table_path(lake.warehouse, ds)
+    assert spark.read.format("delta").load(path).count() == 39244
+
+    assert (
+        main(
+            [
+                "--warehouse",
+                lake.warehouse,
+                "ingest",
+                str(TUTORIAL / "specs" / "deletion-kill.json"),
+            ]
+        )
+        == 0
+    )
+    assert "kill deletion-tutorial: 2 segment(s) killed" in capsys.readouterr().out
+    assert {s.id for s in lake.used_segments(ds)} == {s.id for s in used} - {s.id for s in disabled}
+    assert lake.segment_records(ds).num_rows == 22  # the killed records are gone
+    assert lake.read(ds).count() == rows == 39244 - gone
+    assert spark.read.format("delta").load(path).count() == 39244 - gone  # the rows too
+
+    evening = DruidKillTask.from_dict(
+        {
+            "type": "kill",
+            "dataSource": ds,
+            "interval": "2015-09-12T20:00:00Z/2015-09-13",
+            "markAsUnused": True,
+        }
+    )
+    report = run_druid_task(lake, evening)
+    assert len(report.killed) == 4
+    assert all(s.interval.start.hour < 20 for s in lake.used_segments(ds))
+    late = sum(s.num_rows for s in used if s.interval.start.hour >= 20)
+    assert lake.read(ds).count() == 39244 - gone - late
