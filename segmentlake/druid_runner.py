@@ -12,7 +12,9 @@ Druid ``compact`` task (:class:`DruidCompactTask`) as a major compaction, or a `
   string, named by ``columns`` or the header, after ``skipHeaderRows`` lines of each file;
   ``parquet``: each file's schema merged. A ``flattenSpec`` adds a column per field, read
   from the nested structs, arrays, maps or JSON text Spark read (null where a row lacks the
-  path), next to the top-level fields or instead of them.
+  path), next to the top-level fields or instead of them. A ``druid`` source's rows are the
+  visible rows of its datasource (``lake.read``), ``__time`` as epoch ms; a ``combining``
+  source's delegates are put together by column name.
 * **Dimension types** — declared types are cast by the ingestion, as for any spec
   (:func:`segmentlake.ingest.parse.cast_dimensions`: ``long``/``float``/``double`` to
   BIGINT/FLOAT/DOUBLE with ``try_cast``, ``string`` to STRING, ``auto`` kept). A task adds only
@@ -45,11 +47,17 @@ from pyspark.sql import types as T
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.interval import Interval
-from segmentlake.core.names import quote_identifier
+from segmentlake.core.names import TIME_COLUMN, quote_identifier
 from segmentlake.druid.compact_task import DruidCompactTask
 from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.druid.ingest_task import DruidIngestTask
-from segmentlake.druid.input import InlineInputSource, InputFormat, LocalInputSource
+from segmentlake.druid.input import (
+    DruidInputSource,
+    InlineInputSource,
+    InputFormat,
+    LocalInputSource,
+    sources_of,
+)
 from segmentlake.druid.kill_task import DruidKillTask
 from segmentlake.druid.tasks import DruidTask
 from segmentlake.errors import BadRowsError, NotFound, SpecError
@@ -72,6 +80,7 @@ if TYPE_CHECKING:  # annotations only: importing the runner need not load the wh
 
 __all__ = [
     "input_files",
+    "read_druid",
     "read_inline",
     "read_input",
     "run_compact_task",
@@ -112,7 +121,7 @@ def run_druid_task(
         return run_compact_task(lake, task, task_id=task_id)
     if isinstance(task, DruidKillTask):
         return run_kill_task(lake, task)
-    raw = _read_rows(lake.spark, task)
+    raw = _read_rows(lake, task)
     task = without_nested_dimensions(task, raw.schema)
     frame = with_druid_default_types(raw, task)
     options: dict[str, Any] = {
@@ -243,16 +252,84 @@ def _spark_path(path: str) -> str:
 # -- reading -------------------------------------------------------------------------------
 
 
-def _read_rows(spark: SparkSession, task: DruidIngestTask) -> DataFrame:
-    source, kind = task.input_source, task.input_format.type
+def _read_rows(lake: Lake, task: DruidIngestTask) -> DataFrame:
+    """The rows of the task's input source; a combining source's delegates put together by
+    column name (a column one lacks is null in its rows)."""
+    frames = [_read_source(lake, source, task) for source in sources_of(task.input_source)]
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame, allowMissingColumns=True)
+    return rows
+
+
+def _read_source(
+    lake: Lake,
+    source: LocalInputSource | InlineInputSource | DruidInputSource,
+    task: DruidIngestTask,
+) -> DataFrame:
+    if isinstance(source, DruidInputSource):
+        return read_druid(lake, source, task)
+    kind = _format(task).type
     if isinstance(source, InlineInputSource):
         logger.info(
             "%s: reading %d line(s) of inline %s", task.datasource, len(source.lines()), kind
         )
-        return read_inline(spark, source, task)
+        return read_inline(lake.spark, source, task)
     files = input_files(source)
     logger.info("%s: reading %d %s file(s)", task.datasource, len(files), kind)
-    return read_input(spark, files, task)
+    return read_input(lake.spark, files, task)
+
+
+def _format(task: DruidIngestTask) -> InputFormat:
+    """The task's inputFormat, which every source but ``druid`` needs (the task checks it)."""
+    assert task.input_format is not None
+    return task.input_format
+
+
+def read_druid(lake: Lake, source: DruidInputSource, task: DruidIngestTask) -> DataFrame:
+    """The rows of a ``druid`` input source: the visible rows of its datasource in its
+    interval (as visible when the task starts, so the task may overwrite that datasource),
+    matching its filter, with ``__time`` a LONG of epoch milliseconds, as Druid gives them.
+
+    A timestampSpec naming a column these rows lack (Druid's tutorial combines them with files
+    under ``{"column": "timestamp", "format": "iso"}``) gets that column from ``__time``, in
+    its format: Druid's ``ignoreTimestampSpecForDruidInputSource`` mode, which that tutorial's
+    result relies on; Druid's default would count every such row unparseable. Logged."""
+    frame = lake.read(source.datasource, source.interval)
+    frame = frame.withColumn(TIME_COLUMN, F.unix_millis(F.col(TIME_COLUMN)))
+    if source.filter_sql is not None:
+        frame = frame.where(F.expr(source.filter_sql))
+    stamp = task.spec.timestamp_spec
+    if stamp.column not in frame.columns:
+        logger.warning(
+            "%s: the druid inputSource's rows have no column %r (timestampSpec.column): their "
+            "time is read from %s, as Druid's ignoreTimestampSpecForDruidInputSource mode does; "
+            'use {"column": "%s", "format": "millis"} to say so',
+            task.datasource, stamp.column, TIME_COLUMN, TIME_COLUMN,
+        )  # fmt: skip
+        frame = frame.withColumn(stamp.column, _time_as(stamp.format, F.col(TIME_COLUMN)))
+    return frame
+
+
+def _time_as(fmt: str, millis: Column) -> Column:
+    """Epoch milliseconds as a timestampSpec of format ``fmt`` reads them back."""
+    if fmt in ("auto", "iso"):
+        utc = F.to_utc_timestamp(F.timestamp_millis(millis), F.current_timezone())
+        return F.date_format(utc, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+    scaled = {
+        "millis": millis,
+        "posix": F.floor(millis / 1000),
+        "micro": millis * 1000,
+        "nano": millis * 1_000_000,
+        "ruby": millis / 1000.0,
+    }
+    if fmt in scaled:
+        return scaled[fmt]
+    raise SpecError(
+        f"the druid inputSource's rows carry their time in {TIME_COLUMN} (epoch ms), which a "
+        f"timestampSpec format {fmt!r} cannot read; use "
+        f'{{"column": "{TIME_COLUMN}", "format": "millis"}}'
+    )
 
 
 def read_inline(spark: SparkSession, source: InlineInputSource, task: DruidIngestTask) -> DataFrame:
@@ -264,7 +341,7 @@ def read_inline(spark: SparkSession, source: InlineInputSource, task: DruidInges
         "its lines are handed to Spark's readers as an RDD, which Spark Connect does not offer; "
         "write the data to files and use the local inputSource, or use a classic session",
     )
-    fmt = task.input_format
+    fmt = _format(task)
     lines = source.lines()[fmt.skip_header_rows :]
     rows = spark.sparkContext.parallelize(lines, 1)
     if fmt.type == "json":
@@ -275,7 +352,7 @@ def read_inline(spark: SparkSession, source: InlineInputSource, task: DruidInges
 def read_input(spark: SparkSession, files: Sequence[str], task: DruidIngestTask) -> DataFrame:
     """The rows of ``files`` as the task's inputFormat reads them (no Spark job yet, except
     the schema inference of JSON and the header of CSV)."""
-    fmt = task.input_format
+    fmt = _format(task)
     paths = [_spark_path(f) for f in files]
     if fmt.type == "json":
         return _read_json(spark, paths, task)
@@ -292,14 +369,15 @@ def _read_json(spark: SparkSession, paths: Any, task: DruidIngestTask) -> DataFr
     """JSON lines from ``paths`` (a list of paths, or an RDD of lines)."""
     spec = task.spec
     # Druid without keepNullColumns never discovers a field that is null in every row.
-    drop_null = not task.input_format.keep_null_columns and spec.dimensions_spec.dimensions is None
+    fmt = _format(task)
+    drop_null = not fmt.keep_null_columns and spec.dimensions_spec.dimensions is None
     frame = (
         spark.read.option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", _CORRUPT)
         .option("dropFieldIfAllNull", str(drop_null).lower())
         .json(paths)
     )
-    frame = _flattened(frame, task.input_format.flatten)
+    frame = _flattened(frame, fmt.flatten)
     # Columns the spec names must exist even when null everywhere (Druid reads them as null).
     named = [spec.timestamp_spec.column, *(m.field_name for m in spec.metrics if m.field_name)]
     absent = {n: F.lit(None).cast("string") for n in named if n and n not in frame.columns}

@@ -345,7 +345,7 @@ def _compact(lake: Lake, args: argparse.Namespace) -> int:
 def _load_task(path: str) -> DruidTask:
     """Read and check a task spec file, and find its input files, before Spark starts."""
     from segmentlake.druid.ingest_task import DruidIngestTask
-    from segmentlake.druid.input import LocalInputSource
+    from segmentlake.druid.input import LocalInputSource, sources_of
     from segmentlake.druid.tasks import read_druid_task, task_json
     from segmentlake.druid_runner import input_files
 
@@ -354,8 +354,10 @@ def _load_task(path: str) -> DruidTask:
     except OSError as e:
         raise SpecError(f"cannot read the spec {path}: {e.strerror or e}") from e
     task = read_druid_task(task_json(text))
-    if isinstance(task, DruidIngestTask) and isinstance(task.input_source, LocalInputSource):
-        input_files(task.input_source)
+    if isinstance(task, DruidIngestTask):
+        for source in sources_of(task.input_source):
+            if isinstance(source, LocalInputSource):
+                input_files(source)
     return task
 
 

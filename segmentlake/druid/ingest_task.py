@@ -37,7 +37,16 @@ from segmentlake.core.spec_reader import (
     check_text,
     safe_repr,
 )
-from segmentlake.druid.input import InlineInputSource, InputFormat, LocalInputSource
+from segmentlake.druid.input import (
+    CombiningInputSource,
+    DruidInputSource,
+    InlineInputSource,
+    InputFormat,
+    InputSource,
+    LocalInputSource,
+    reads_files,
+    sources_of,
+)
 from segmentlake.errors import SpecError
 
 __all__ = [
@@ -141,8 +150,8 @@ class DruidIngestTask:
 
     datasource: str
     spec: IngestionSpec
-    input_source: LocalInputSource | InlineInputSource
-    input_format: InputFormat
+    input_source: InputSource
+    input_format: InputFormat | None
     intervals: tuple[Interval, ...] = ()
     append_to_existing: bool = False
     drop_existing: bool = False
@@ -155,12 +164,15 @@ class DruidIngestTask:
         check_text(self.datasource, "dataSource", what="a non-empty name")
         if not isinstance(self.spec, IngestionSpec):
             raise SpecError(f"spec must be an IngestionSpec, got {type(self.spec).__name__}")
-        if not isinstance(self.input_source, LocalInputSource | InlineInputSource):
-            raise SpecError("input_source must be a LocalInputSource or an InlineInputSource")
-        if not isinstance(self.input_format, InputFormat):
-            raise SpecError("input_format must be an InputFormat")
-        if isinstance(self.input_source, InlineInputSource) and self.input_format.type == "parquet":
-            raise SpecError("inline data is text: its inputFormat is json, csv or tsv, not parquet")
+        if not isinstance(
+            self.input_source,
+            LocalInputSource | InlineInputSource | DruidInputSource | CombiningInputSource,
+        ):
+            raise SpecError(
+                "input_source must be a local, inline, druid or combining input source, got "
+                + safe_repr(self.input_source)
+            )
+        self._check_format()
         if not isinstance(self.task_type, str) or self.task_type not in TASK_TYPES:
             raise SpecError(f"task type {safe_repr(self.task_type)} is not one of {TASK_TYPES}")
         self._check_options()
@@ -176,6 +188,19 @@ class DruidIngestTask:
         if self.intervals:
             aligned_interval(self.intervals, self.spec.granularity_spec.segment_granularity)
         _check_druid_form(self.spec)
+
+    def _check_format(self) -> None:
+        fmt = self.input_format
+        if fmt is not None and not isinstance(fmt, InputFormat):
+            raise SpecError(f"input_format must be an InputFormat, got {safe_repr(fmt)}")
+        if fmt is None and reads_files(self.input_source):
+            raise SpecError(
+                'ioConfig.inputFormat is required to parse the input\'s rows, e.g. {"type": '
+                '"json"} (only a druid inputSource has rows of its own format)'
+            )
+        inline = any(isinstance(s, InlineInputSource) for s in sources_of(self.input_source))
+        if inline and fmt is not None and fmt.type == "parquet":
+            raise SpecError("inline data is text: its inputFormat is json, csv or tsv, not parquet")
 
     def _check_options(self) -> None:
         if self.task_id is not None:
@@ -237,10 +262,11 @@ class DruidIngestTask:
         io_config = {
             "type": self.task_type,
             "inputSource": self.input_source.to_dict(),
-            "inputFormat": self.input_format.to_dict(),
             "appendToExisting": self.append_to_existing,
             "dropExisting": self.drop_existing,
         }
+        if self.input_format is not None:
+            io_config["inputFormat"] = self.input_format.to_dict()
         task: dict[str, Any] = {"type": self.task_type}
         if self.task_id is not None:
             task["id"] = self.task_id

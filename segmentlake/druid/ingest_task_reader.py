@@ -35,9 +35,13 @@ from segmentlake.druid.ingest_task import (
 )
 from segmentlake.druid.input import (
     INPUT_FORMATS,
+    CombiningInputSource,
+    DruidInputSource,
     InlineInputSource,
     InputFormat,
+    InputSource,
     LocalInputSource,
+    reads_files,
 )
 from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT, JSON_NO_EFFECT, TASK_NO_EFFECT
 from segmentlake.errors import SpecError
@@ -107,6 +111,12 @@ class TaskReader(DataSchemaReader):
             )
             raise _error(self.problems)
         if not {"spec", "dataSchema", "ioConfig"} & set(top):
+            if top.get("type") not in TASK_TYPES:  # say which tasks there are, too
+                self.problem(
+                    "type",
+                    f"{show(top.get('type'))} is not a task segmentlake runs; accepted: "
+                    f"{', '.join(TASK_TYPES)} (ingestion, with a spec), compact, kill",
+                )
             self.problem(
                 "spec",
                 "is required: the task's dataSchema, ioConfig and tuningConfig (or those three "
@@ -215,6 +225,8 @@ class TaskReader(DataSchemaReader):
                 self.problem(parser_format[1], "given together with ioConfig.inputFormat; keep one")
         elif parser_format is not None:
             found = parser_format
+        elif source is not None and not reads_files(source):
+            pass  # a druid source's rows come typed from its segments: no format to parse them
         else:
             self.problem(
                 at(path, "inputFormat"),
@@ -224,20 +236,26 @@ class TaskReader(DataSchemaReader):
         fmt = self.input_format(*found) if found is not None else None
         return {"input_source": source, "input_format": fmt, **mode}
 
-    def input_source(self, value: Any, path: str) -> LocalInputSource | InlineInputSource | None:
+    def input_source(self, value: Any, path: str, *, nested: bool = False) -> InputSource | None:
         obj = self.object(value, path, required=True)
         if not obj:
             return None
         kind = obj.get("type")
+        if kind == "druid":
+            return self.druid_source(obj, path)
+        if kind == "combining" and not nested:
+            return self.combining_source(obj, path)
         if kind == "inline":
             self.keys(obj, path, ("type", "data"))
             data = self.text(obj, "data", path, required=True)
             return None if data is None else self.attempt(path, lambda: InlineInputSource(data))
         if kind != "local":
+            accepted = "local, inline, druid" + ("" if nested else ", combining")
             self.problem(
                 at(path, "type"),
-                f"input source {show(kind)} is not supported; accepted: local, inline (for "
-                "other sources, read the rows with Spark and call lake.append / lake.overwrite)",
+                f"input source {show(kind)} is not supported{' here' if nested else ''}; "
+                f"accepted: {accepted} (for other sources, read the rows with Spark and call "
+                "lake.append / lake.overwrite)",
             )
             return None
         self.keys(obj, path, ("type", "baseDir", "filter", "files"))
@@ -252,6 +270,31 @@ class TaskReader(DataSchemaReader):
         except SpecError as e:
             self.problem(path, str(e))
             return None
+
+    def druid_source(self, obj: Mapping[str, Any], path: str) -> DruidInputSource | None:
+        self.keys(obj, path, ("type", "dataSource", "interval", "filter"))
+        datasource = self.text(obj, "dataSource", path, required=True)
+        text = self.text(obj, "interval", path, required=True)
+        filt = self.object(obj.get("filter"), at(path, "filter")) or None
+        span = None
+        if text is not None:
+            span = self.attempt(at(path, "interval"), functools.partial(Interval.parse, text))
+        if datasource is None or span is None:
+            return None
+        return self.attempt(path, lambda: DruidInputSource(datasource, span, filt))
+
+    def combining_source(self, obj: Mapping[str, Any], path: str) -> CombiningInputSource | None:
+        self.keys(obj, path, ("type", "delegates"))
+        where = at(path, "delegates")
+        given = self.items(obj, "delegates", path)
+        if not given:
+            self.problem(where, "is required: a non-empty list of input sources")
+            return None
+        read = [self.input_source(d, f"{where}[{i}]", nested=True) for i, d in enumerate(given)]
+        delegates = [d for d in read if d is not None]
+        if len(delegates) < len(read):
+            return None
+        return self.attempt(path, lambda: CombiningInputSource(tuple(delegates)))  # type: ignore[arg-type]
 
     def input_format(self, value: Any, path: str) -> InputFormat | None:
         obj = self.object(value, path, required=True)

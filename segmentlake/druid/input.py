@@ -1,5 +1,6 @@
-"""Where a Druid task's rows are and how they are parsed: the ``local`` and ``inline`` input
-sources (:class:`LocalInputSource`, :class:`InlineInputSource`) and the input formats
+"""Where a Druid task's rows are and how they are parsed: the ``local``, ``inline``, ``druid``
+and ``combining`` input sources (:class:`LocalInputSource`, :class:`InlineInputSource`,
+:class:`DruidInputSource`, :class:`CombiningInputSource`) and the input formats
 (:class:`InputFormat`) a task may name.
 
 Both are frozen and check their fields; :mod:`segmentlake.druid.ingest_task_reader` reads them from
@@ -10,14 +11,27 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from segmentlake.core.spec_reader import check_flag, check_int, safe_repr
+from segmentlake.core.druid_filter import druid_filter_sql
+from segmentlake.core.interval import Interval
+from segmentlake.core.spec_reader import check_flag, check_int, check_text, safe_repr, spec_error
 from segmentlake.druid.flatten import FlattenSpec
 from segmentlake.errors import SpecError
 
-__all__ = ["INPUT_FORMATS", "InlineInputSource", "InputFormat", "LocalInputSource"]
+__all__ = [
+    "INPUT_FORMATS",
+    "CombiningInputSource",
+    "DruidInputSource",
+    "InlineInputSource",
+    "InputFormat",
+    "InputSource",
+    "LocalInputSource",
+    "reads_files",
+    "sources_of",
+]
 
 INPUT_FORMATS = ("json", "csv", "tsv", "parquet")
 
@@ -95,6 +109,92 @@ class InlineInputSource:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "inline", "data": self.data}
+
+
+@dataclass(frozen=True, slots=True)
+class DruidInputSource:
+    """Druid's ``druid`` input source: the visible rows of ``datasource`` in ``interval``
+    (read with ``lake.read``, so a task may overwrite the datasource it reads: it reads the
+    rows visible when it starts), matching ``filter`` (Druid's filter JSON, translated to
+    Spark SQL as a transformSpec filter is). As in Druid, each row's time is a LONG of epoch
+    milliseconds in ``__time``, next to its dimensions and metrics."""
+
+    datasource: str
+    interval: Interval
+    filter: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_text(self.datasource, "inputSource.dataSource", what="a datasource name")
+        if not isinstance(self.interval, Interval):
+            object.__setattr__(self, "interval", Interval.parse(self.interval))
+        if self.filter is not None:
+            _ = self.filter_sql  # a SpecError listing what does not translate
+
+    @property
+    def filter_sql(self) -> str | None:
+        """The filter as a Spark SQL condition over the rows (None: every row)."""
+        if self.filter is None:
+            return None
+        if not isinstance(self.filter, Mapping):
+            raise SpecError(f"inputSource.filter must be Druid's filter JSON, got {self.filter!r}")
+        sql, problems = druid_filter_sql(self.filter, "inputSource.filter")
+        if problems:
+            raise spec_error("the druid inputSource's filter has no Spark SQL form", problems)
+        return sql
+
+    def to_dict(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "type": "druid",
+            "dataSource": self.datasource,
+            "interval": str(self.interval),
+        }
+        if self.filter is not None:
+            obj["filter"] = dict(self.filter)
+        return obj
+
+
+@dataclass(frozen=True, slots=True)
+class CombiningInputSource:
+    """Druid's ``combining`` input source: the rows of every delegate (``local``, ``inline``
+    or ``druid``), read with the task's one inputFormat and put together by column name (a
+    column one delegate lacks is null in its rows)."""
+
+    delegates: tuple[LocalInputSource | InlineInputSource | DruidInputSource, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.delegates, list | tuple) or not self.delegates:
+            raise SpecError(
+                "the combining inputSource needs a non-empty list of delegates, got "
+                + safe_repr(self.delegates)
+            )
+        object.__setattr__(self, "delegates", tuple(self.delegates))
+        for delegate in self.delegates:
+            if not isinstance(delegate, LocalInputSource | InlineInputSource | DruidInputSource):
+                raise SpecError(
+                    "a combining inputSource's delegates are local, inline or druid input "
+                    f"sources, got {safe_repr(delegate)}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "combining", "delegates": [d.to_dict() for d in self.delegates]}
+
+
+InputSource = LocalInputSource | InlineInputSource | DruidInputSource | CombiningInputSource
+
+
+def reads_files(source: InputSource) -> bool:
+    """Whether ``source`` (or one of its delegates) has rows an inputFormat parses: a
+    ``druid`` source's rows come typed from the segments."""
+    if isinstance(source, CombiningInputSource):
+        return any(reads_files(d) for d in source.delegates)
+    return not isinstance(source, DruidInputSource)
+
+
+def sources_of(
+    source: InputSource,
+) -> tuple[LocalInputSource | InlineInputSource | DruidInputSource, ...]:
+    """``source`` itself, or a combining source's delegates."""
+    return source.delegates if isinstance(source, CombiningInputSource) else (source,)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from segmentlake.core.spec_reader import TUNING_NO_EFFECT
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
 from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT
+from segmentlake.druid.tasks import read_druid_task
 from segmentlake.errors import SpecError
 
 SPECS = Path(__file__).parents[1] / "data" / "druid_tutorial" / "specs"
@@ -174,9 +175,9 @@ def _refused(read: Callable[[Any], Any], docs: dict[str, Any]) -> set[str]:
     return refused
 
 
-# Tutorial tasks segmentlake refuses on purpose (a combining input source; MSQ-derived specs
-# without an ioConfig): their mutations must still fail cleanly, but may fail for that reason.
-REFUSED_TASKS = _refused(DruidIngestTask.from_dict, TASKS)
+# Tutorial tasks segmentlake refuses on purpose (MSQ-derived specs without an ioConfig): their
+# mutations must still fail cleanly, but may fail for that reason.
+REFUSED_TASKS = _refused(read_druid_task, TASKS)
 
 # Keys whose value is read nowhere (logged as without effect): a string there is not coerced.
 IGNORED = {*TUNING_NO_EFFECT, *CONTEXT_NO_EFFECT, "resource", "filterTuning"}
@@ -380,8 +381,8 @@ def test_druid_tasks_under_mutation(name: str, data: st.DataObject) -> None:
     doc, change = data.draw(mutated(TASKS[name]))
     valid = name not in REFUSED_TASKS
     check(
-        "DruidIngestTask.from_dict",
-        DruidIngestTask.from_dict,
+        "read_druid_task",
+        read_druid_task,
         doc,
         change,
         IGNORED,
@@ -407,7 +408,7 @@ def test_the_readme_spec_under_mutation(data: st.DataObject) -> None:
 # Every reader with a document it must read strictly: (target, read, seed, keys nobody reads).
 STRICT_READERS: list[tuple[str, Callable[[Any], Any], Any, set[str]]] = [
     *(
-        ("DruidIngestTask.from_dict", DruidIngestTask.from_dict, task, IGNORED)
+        ("read_druid_task", read_druid_task, task, IGNORED)
         for name, task in TASKS.items()
         if name not in REFUSED_TASKS
     ),

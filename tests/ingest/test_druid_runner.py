@@ -674,3 +674,88 @@ def test_druid_deletion_tutorial_kill_task(
     assert all(s.interval.start.hour < 20 for s in lake.used_segments(ds))
     late = sum(s.num_rows for s in used if s.interval.start.hour >= 20)
     assert lake.read(ds).count() == 39244 - gone - late
+
+
+def test_druid_updates_tutorial_runs_as_written(
+    spark: SparkSession,
+    lake: Lake,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Druid's "updating existing data" tutorial, its four tasks as written: load, overwrite,
+    a reindex that combines the datasource's own rows (a ``druid`` input source) with new
+    files in one overwrite, then an append. The result is the tutorial's table: lion's two
+    input rows rolled up (count 2, number 400), bear's appended row a second row."""
+    data = tmp_path / "quickstart" / "tutorial"
+    data.mkdir(parents=True)
+    for n in ("", "2", "3", "4"):
+        shutil.copy(TUTORIAL / "data" / f"updates-data{n}.json", data)
+    monkeypatch.chdir(tmp_path)
+    ds = "updates-tutorial"
+    for spec in (
+        "updates-init-index.json",
+        "updates-overwrite-index.json",
+        "updates-append-index.json",
+        "updates-append-index2.json",
+    ):
+        path = str(TUTORIAL / "specs" / spec)
+        assert main(["--warehouse", lake.warehouse, "ingest", path]) == 0, spec
+        assert "SUCCESS" in capsys.readouterr().out
+
+    expected = [
+        ("2018-01-01T01:01:00Z", "lion", 2, 400),
+        ("2018-01-01T03:01:00Z", "aardvark", 1, 9999),
+        ("2018-01-01T04:01:00Z", "bear", 1, 111),
+        ("2018-01-01T04:01:00Z", "bear", 1, 222),
+        ("2018-01-01T05:01:00Z", "mongoose", 1, 737),
+        ("2018-01-01T06:01:00Z", "snake", 1, 1234),
+        ("2018-01-01T07:01:00Z", "octopus", 1, 115),
+        ("2018-01-01T09:01:00Z", "falcon", 1, 1241),
+    ]
+    schema = "__time TIMESTAMP, animal STRING, count BIGINT, number BIGINT"
+    assert_read(lake, ds, rows(spark, expected, schema))
+
+
+def test_druid_input_source_reindexes_with_a_filter_and_time_from_time(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    """Druid's reindexing example: a ``druid`` input source (with a filter) read under
+    ``{"column": "__time", "format": "millis"}`` into a coarser, rolled-up datasource."""
+    flows = write_json_lines(tmp_path / "flows", "flows.json", FLOWS)
+    run_druid_task(lake, DruidIngestTask.from_dict(rollup_task(ds, flows.parent, {"type": "json"})))
+    task = rollup_task(f"{ds}_hourly", flows.parent, {"type": "json"})
+    schema = task["spec"]["dataSchema"]
+    schema["timestampSpec"] = {"column": "__time", "format": "millis"}
+    schema["granularitySpec"]["queryGranularity"] = "hour"
+    schema["metricsSpec"] = [
+        {"type": "longSum", "name": "flows", "fieldName": "count"},
+        {"type": "longSum", "name": "bytes", "fieldName": "bytes"},
+    ]
+    task["spec"]["ioConfig"]["inputSource"] = {
+        "type": "druid",
+        "dataSource": ds,
+        "interval": "2018-01-01/2018-01-03",
+        "filter": {
+            "type": "not",
+            "field": {"type": "selector", "dimension": "srcIP", "value": "7.7.7.7"},
+        },
+    }
+    del task["spec"]["ioConfig"]["inputFormat"]
+    reindex = DruidIngestTask.from_dict(task)
+    assert reindex.input_format is None
+    assert DruidIngestTask.from_dict(reindex.to_dict()) == reindex
+
+    report = run_druid_task(lake, reindex)
+
+    assert report.rows.rows_in == 3  # the source's three rolled-up rows from 1.1.1.1
+    expected = [("2018-01-01T01:00:00Z", "1.1.1.1", "2.2.2.2", 6, 35937 + 366260 + 10204)]
+    assert_read(
+        lake,
+        f"{ds}_hourly",
+        rows(
+            spark,
+            expected,
+            "__time TIMESTAMP, srcIP STRING, dstIP STRING, flows BIGINT, bytes BIGINT",
+        ),
+    )
