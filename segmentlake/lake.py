@@ -631,7 +631,9 @@ class Lake:
         self, datasource: str, config: CompactionConfig | Mapping[str, Any]
     ) -> CompactionConfig:
         """Store how the compaction manager compacts ``datasource``: its system planner, its
-        selectors and user-compaction defaults (a :class:`CompactionConfig` or its JSON).
+        selectors and user-compaction defaults (a :class:`CompactionConfig` or its JSON), or
+        Druid's automatic compaction config JSON (docs/druid-specs.md), read with Druid's
+        defaults.
 
         >>> lake.set_compaction_config("wiki", {"planner": {"type": "ratio", "ratio": 2},
         ...     "selectors": [{"type": "fingerprint", "maxRowsPerSegment": 1000000}]})

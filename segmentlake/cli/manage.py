@@ -49,7 +49,8 @@ def add_manager_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
         "--set",
         metavar="JSON",
         help='e.g. \'{"planner": {"type": "ratio", "ratio": 2}, "selectors": '
-        '[{"type": "fingerprint"}]}\'',
+        '[{"type": "fingerprint"}]}\', or Druid\'s automatic compaction config, e.g. '
+        '\'{"dataSource": "wiki", "granularitySpec": {"segmentGranularity": "DAY"}}\'',
     )
 
 

@@ -15,6 +15,10 @@ from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.compaction_jobs import CompactionJob, RunningCompaction, Selection
 from segmentlake.core.interval import Interval
 from segmentlake.core.spec_reader import check_int, check_text
+from segmentlake.druid.auto_compaction import (
+    compaction_config_from_druid,
+    is_druid_compaction_config,
+)
 from segmentlake.metadata.compaction_records import (
     CONFIG,
     KINDS,
@@ -54,8 +58,12 @@ _SNAPSHOT_JOBS = 20
 def set_config(
     store: MetadataStore, datasource: str, config: CompactionConfig | Mapping[str, Any]
 ) -> CompactionConfig:
-    """Store ``datasource``'s compaction config (validated first); return it."""
-    if not isinstance(config, CompactionConfig):
+    """Store ``datasource``'s compaction config (validated first): segmentlake's own JSON, or
+    Druid's automatic compaction config (:mod:`segmentlake.druid.auto_compaction`); return
+    it."""
+    if is_druid_compaction_config(config):
+        config = compaction_config_from_druid(config, datasource=datasource)
+    elif not isinstance(config, CompactionConfig):
         config = CompactionConfig.from_json(config)
     row = config_row(datasource, config.to_json(), now_ms=now_ms())
 

@@ -242,9 +242,11 @@ class CompactionManager:
     def _plan(self, datasource: str, ms: ManagerState, report: PassReport) -> None:
         seen = set()
         majors: set[tuple[int, int]] = set()  # spans given a major job this pass
+        cutoff = _skip_cutoff(ms)
         for chunk_id, view in ms.views.items():
             report.chunks += 1
-            jobs = self._jobs(datasource, view, ms, report, majors)
+            recent = cutoff is not None and view.chunk.interval.end_millis > cutoff
+            jobs = self._jobs(datasource, view, ms, report, majors, recent=recent)
             key = (datasource, chunk_id)
             seen.add(key)
             ids = tuple(j.job_id for j in jobs)
@@ -268,15 +270,19 @@ class CompactionManager:
         ms: ManagerState,
         report: PassReport,
         majors: set[tuple[int, int]],
+        *,
+        recent: bool = False,
     ) -> list[CompactionJob]:
-        major = _major_job(datasource, view, ms, majors)
+        """The chunk's jobs: its major job, else its selection's and the planner's; a
+        ``recent`` chunk (within the config's skipOffsetFromLatest) gets no system job."""
+        major = None if recent else _major_job(datasource, view, ms, majors)
         if major is not None:
             return [major]  # it rewrites every segment: no minor job in the chunk meanwhile
         planned: list[tuple[CompactionKind, str | None, PlannedJob]] = []
         selection = view.selection
         if selection is not None:
             planned += [(selection.kind, selection.owner, p) for p in selection_jobs(view)]
-        if view.visible:
+        if view.visible and not recent:
             planned += [(CompactionKind.SYSTEM, None, p) for p in ms.config.planner.plan(view)]
         jobs = []
         for kind, owner, p in planned:
@@ -613,6 +619,19 @@ def _major_job(
         datasource=datasource,
         major=True,
     )
+
+
+def _skip_cutoff(ms: ManagerState) -> int | None:
+    """Where the data left to the appends begins (the config's skipOffsetFromLatest before
+    the end of the datasource's latest data, as Druid counts it); None: nothing is left."""
+    if ms.config.skip_offset_from_latest is None:
+        return None
+    ends = [
+        v.chunk.interval.end_millis
+        for v in ms.views.values()
+        if any(not s.is_tombstone for s in v.visible)
+    ]
+    return None if not ends else ms.config.skip_cutoff(max(ends))
 
 
 def _rows_of(view: ChunkView, ids: Sequence[str]) -> int:

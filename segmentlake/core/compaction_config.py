@@ -26,6 +26,7 @@ from segmentlake.core.compaction_planning import (
     RatioPlanner,
 )
 from segmentlake.core.granularity import Granularity
+from segmentlake.core.interval import MIN_MILLIS, Period
 from segmentlake.core.partitions_spec import (
     HashedPartitionsSpec,
     PartitionsSpec,
@@ -176,7 +177,13 @@ class CompactionConfig:
     of their intermediate jobs), and the target chunking: with ``segment_granularity`` or
     ``partitions_spec`` (hashed, range or single_dim) set, the manager schedules a MAJOR
     compaction of a chunk whose granularity differs, or whose rows were mostly not made with
-    that target (Druid's auto-compaction ``granularitySpec`` / ``partitionsSpec``)."""
+    that target (Druid's auto-compaction ``granularitySpec`` / ``partitionsSpec``); a
+    ``dynamic`` partitions spec is only a target next to a ``segment_granularity`` (each
+    chunk re-chunked, rolled up whole and cut to its ``maxRowsPerSegment``).
+    ``skip_offset_from_latest`` (Druid's ``skipOffsetFromLatest``) leaves the newest data
+    to the appends still arriving: no system compaction (planner or major) touches a chunk
+    ending after the datasource's latest data end minus that period; user compactions and
+    selectors, which are asked for, still do."""
 
     planner: CompactionPlanner = field(default_factory=RatioPlanner)
     selectors: tuple[CompactionSelector, ...] = ()
@@ -184,6 +191,7 @@ class CompactionConfig:
     max_segments_per_job: int = _DEFAULT_MAX_SEGMENTS
     segment_granularity: Granularity | None = None
     partitions_spec: PartitionsSpec | None = None
+    skip_offset_from_latest: Period | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.planner, CompactionPlanner):
@@ -206,16 +214,32 @@ class CompactionConfig:
             object.__setattr__(
                 self, "segment_granularity", Granularity.parse(self.segment_granularity)
             )
-        if self.partitions_spec is not None and not self.partitions_spec.perfect_rollup:
+        spec = self.partitions_spec
+        if spec is not None and not spec.perfect_rollup and self.segment_granularity is None:
             raise SpecError(
                 "a compaction config's partitionsSpec is a major compaction's: 'hashed', "
-                f"'range' or 'single_dim', not {self.partitions_spec.type_name!r}"
+                f"'range' or 'single_dim', or {spec.type_name!r} next to a segmentGranularity "
+                "(without one, the planner's minor compactions already cut segments to "
+                "maxRowsPerSegment)"
             )
+        offset = self.skip_offset_from_latest
+        if offset is not None and not isinstance(offset, Period):
+            object.__setattr__(self, "skip_offset_from_latest", Period.parse(offset))
 
     @property
     def major_target(self) -> bool:
         """Whether the manager re-chunks chunks that differ from a target (majors)."""
         return self.segment_granularity is not None or self.partitions_spec is not None
+
+    def skip_cutoff(self, latest_end_ms: int) -> int | None:
+        """The end after which a chunk is left to the appends (None: none is), for data
+        whose latest end is ``latest_end_ms``."""
+        if self.skip_offset_from_latest is None:
+            return None
+        try:
+            return self.skip_offset_from_latest.add_to(latest_end_ms, -1)
+        except SpecError:  # reaching before year 1: every chunk is recent
+            return MIN_MILLIS
 
     def major_partitions(self) -> PartitionsSpec:
         """The partitioning a major compaction writes (hashed by default, as lake.compact)."""
@@ -232,6 +256,8 @@ class CompactionConfig:
             data["segmentGranularity"] = self.segment_granularity.name
         if self.partitions_spec is not None:
             data["partitionsSpec"] = self.partitions_spec.to_json()
+        if self.skip_offset_from_latest is not None:
+            data["skipOffsetFromLatest"] = self.skip_offset_from_latest.to_iso()
         return data
 
     @classmethod
@@ -246,6 +272,7 @@ class CompactionConfig:
             "maxSegmentsPerJob",
             "segmentGranularity",
             "partitionsSpec",
+            "skipOffsetFromLatest",
         )
         unknown = sorted(k if isinstance(k, str) else safe_repr(k) for k in data if k not in keys)
         if unknown:
@@ -271,6 +298,11 @@ class CompactionConfig:
                 f"{where}.partitionsSpec",
                 _optional(partitions_spec_from_dict),
                 data.get("partitionsSpec"),
+            ),
+            skip_offset_from_latest=_at(
+                f"{where}.skipOffsetFromLatest",
+                _optional(Period.parse),
+                data.get("skipOffsetFromLatest"),
             ),
         )
 

@@ -149,6 +149,18 @@ class Period:
             raise SpecError(f"period {safe_repr(text)} is longer than the calendar (years 1-9999)")
         return cls(months=months, millis=millis)
 
+    def to_iso(self) -> str:
+        """The ISO-8601 text :meth:`parse` reads back as this period (``P1D``, ``PT1H30M``)."""
+        years, months = divmod(self.months, 12)
+        days, rest = divmod(self.millis, 86_400_000)
+        hours, rest = divmod(rest, 3_600_000)
+        minutes, rest = divmod(rest, 60_000)
+        seconds = f"{rest // 1000}" if rest % 1000 == 0 else f"{rest / 1000:.3f}".rstrip("0")
+        date = "".join(f"{n}{unit}" for n, unit in ((years, "Y"), (months, "M"), (days, "D")) if n)
+        clock = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n)
+        clock += f"{seconds}S" if rest else ""
+        return f"P{date}" + (f"T{clock}" if clock else "")
+
     def add_to(self, millis: int, times: int = 1) -> int:
         """The instant ``times`` periods after (or before, if negative) ``millis``; a
         :class:`SpecError` when that is outside the calendar (years 1-9999)."""

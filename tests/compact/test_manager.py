@@ -372,3 +372,53 @@ def test_batches_are_bounded_by_input_rows_and_a_larger_job_runs_alone(lake: Lak
         job(4, -1)
     again = job_from_json(json.loads(json.dumps(job_to_json(job(5, 123)))))
     assert again.input_rows == 123
+
+
+def test_druids_auto_compaction_config_leaves_the_latest_day_to_the_appends(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """Druid's automatic compaction tutorial's config, as written for Druid: HOUR chunks
+    become DAY segments (dynamic partitioning, Druid's default), except within the default
+    ``skipOffsetFromLatest`` of P1D of the latest data; with ``P0D`` the last day goes too."""
+    hourly = {
+        **spec(50),
+        "granularitySpec": {"segmentGranularity": "hour", "queryGranularity": "hour"},
+    }
+    written = [
+        (f"2024-03-0{1 + d}T{h:02d}:00:00Z", f"#c{h % 3}", f"u{first + h}", h)
+        for first in (0, 100)
+        for d in range(2)
+        for h in range(24)
+    ]
+    for half in (written[:48], written[48:]):  # two segments in each of 48 hour chunks
+        assert lake.append(events(spark, half), ds, hourly).status == "SUCCESS"
+    expected = per_key(events(spark, written).selectExpr(*_as_rolled()))
+    druid = {"dataSource": ds, "granularitySpec": {"segmentGranularity": "DAY"}}
+    assert (
+        main(["--warehouse", lake.warehouse, "compaction-config", ds, "--set", json.dumps(druid)])
+        == 0
+    )
+    config = lake.compaction_config(ds)
+    assert config.skip_offset_from_latest is not None
+    assert config.skip_offset_from_latest.to_iso() == "P1D"
+    assert config.partitions_spec is not None
+    assert config.partitions_spec.type_name == "dynamic"
+
+    manager = lake.compaction_manager(datasources=[ds])
+    manager.run(compactors=1, once=True)
+    assert manager.outcomes == {"committed": 1, "refused": 0, "failed": 0}
+    first_day = Interval.parse("2024-03-01/P1D")
+    by_interval: dict[Interval, int] = {}
+    for s in lake.timeline(ds).visible_segments():
+        by_interval[s.interval] = by_interval.get(s.interval, 0) + 1
+    assert by_interval.pop(first_day) == 1  # the first day: one DAY segment
+    assert len(by_interval) == 24  # the latest day: left to the appends, still hourly
+    assert set(by_interval.values()) == {2}
+    assert per_key(lake.read(ds)) == expected
+
+    lake.set_compaction_config(ds, {**druid, "skipOffsetFromLatest": "P0D"})
+    manager.run(compactors=1, once=True)
+    visible = lake.timeline(ds).visible_segments()
+    assert sorted(str(s.interval.start.date()) for s in visible) == ["2024-03-01", "2024-03-02"]
+    assert {s.last_compaction_state["partitionsSpec"]["type"] for s in visible} == {"dynamic"}
+    assert per_key(lake.read(ds)) == expected

@@ -47,6 +47,7 @@ from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import HASH_PARTITION_FUNCTION, DimensionRangeShardSpec
 from segmentlake.core.spec_reader import TUNING_NO_EFFECT
 from segmentlake.core.storage_tiers import CoordinatorConfig, Volume
+from segmentlake.druid.auto_compaction import compaction_config_from_druid
 from segmentlake.druid.ingest_task import DruidIngestTask
 from segmentlake.druid.no_effect import CONTEXT_NO_EFFECT
 from segmentlake.druid.tasks import read_druid_task
@@ -96,7 +97,31 @@ COMPACTION = CompactionConfig(
     planner=RatioPlanner(2.0, 8, 1000, (("small", 10**8), ("large", None))),
     selectors=(FingerprintSelector(1000), MaskedRowsSelector(0.25)),
     max_segments_per_job=16,
+    skip_offset_from_latest=Period.parse("PT6H"),
 ).to_json()
+# Druid's automatic compaction configs: its tutorial's, and one with every key it reads.
+DRUID_COMPACTION: list[dict[str, Any]] = [
+    {"dataSource": "wikipedia_hour", "granularitySpec": {"segmentGranularity": "DAY"}},
+    {
+        "dataSource": "wikipedia",
+        "taskPriority": 25,
+        "inputSegmentSizeBytes": 100_000_000_000_000,
+        "skipOffsetFromLatest": "PT12H",
+        "granularitySpec": {"segmentGranularity": "MONTH"},
+        "tuningConfig": {
+            "type": "index_parallel",
+            "partitionsSpec": {
+                "type": "range",
+                "partitionDimensions": ["page"],
+                "targetRowsPerSegment": 1000,
+            },
+            "maxRowsInMemory": 25000,
+        },
+        "ioConfig": {"dropExisting": True},
+        "taskContext": {"priority": 30},
+        "engine": "native",
+    },
+]
 # Segment descriptors: one as Druid publishes it (its metadata store's payload) and one as
 # segmentlake writes it (a range shard spec, a schema, a compaction state).
 SEGMENTS: list[dict[str, Any]] = [
@@ -181,6 +206,7 @@ REFUSED_TASKS = _refused(read_druid_task, TASKS)
 
 # Keys whose value is read nowhere (logged as without effect): a string there is not coerced.
 IGNORED = {*TUNING_NO_EFFECT, *CONTEXT_NO_EFFECT, "resource", "filterTuning"}
+DRUID_IGNORED = {"taskPriority", "inputSegmentSizeBytes", "taskContext", "engine"}
 API_IGNORED = {*IGNORED, "ioConfig", "context", "id", "parseSpec"}
 # Druid's filter JSON compares values as strings or numbers alike ("value": 3 is "3").
 EITHER = {"filter"}
@@ -418,6 +444,10 @@ STRICT_READERS: list[tuple[str, Callable[[Any], Any], Any, set[str]]] = [
     ),
     *(("partitions_spec_from_dict", partitions_spec_from_dict, p, set()) for p in PARTITIONS),
     ("CompactionConfig.from_json", CompactionConfig.from_json, COMPACTION, set()),
+    *(
+        ("compaction_config_from_druid", compaction_config_from_druid, c, IGNORED | DRUID_IGNORED)
+        for c in DRUID_COMPACTION
+    ),
     ("rules_from_json", rules_from_json, RULES, set()),
     ("CoordinatorConfig.from_json", CoordinatorConfig.from_json, COORDINATOR, set()),
     ("Volume.from_json", Volume.from_json, VOLUME, set()),
@@ -589,13 +619,19 @@ def test_lock_requests_take_any_values(fields: list[str], data: st.DataObject, v
     assert request.partition_num is None or type(request.partition_num) is int
 
 
-def _mutations(target: str, seeds: list[Any], read: Callable[[Any], Any], count: int) -> Any:
+def _mutations(
+    target: str,
+    seeds: list[Any],
+    read: Callable[[Any], Any],
+    count: int,
+    ignored: frozenset[str] = frozenset(),
+) -> Any:
     @settings(FUZZ, max_examples=examples(count))
     @given(st.data())
     def run(data: st.DataObject) -> None:
         seed = data.draw(st.sampled_from(seeds))
         doc, change = data.draw(mutated(seed))
-        check(target, read, doc, change, set())
+        check(target, read, doc, change, set(ignored))
 
     return run
 
@@ -605,6 +641,13 @@ test_partitions_specs_under_mutation = _mutations(
 )
 test_compaction_configs_under_mutation = _mutations(
     "CompactionConfig.from_json", [COMPACTION], CompactionConfig.from_json, 600
+)
+test_druid_compaction_configs_under_mutation = _mutations(
+    "compaction_config_from_druid",
+    DRUID_COMPACTION,
+    compaction_config_from_druid,
+    600,
+    frozenset(IGNORED | DRUID_IGNORED),
 )
 test_rules_under_mutation = _mutations("rule_from_json", RULES, rule_from_json, 800)
 test_rule_chains_under_mutation = _mutations("rules_from_json", [RULES], rules_from_json, 250)
@@ -624,6 +667,8 @@ def test_the_seeds_are_valid() -> None:
     for seed in PARTITIONS:
         partitions_spec_from_dict(seed)
     CompactionConfig.from_json(COMPACTION)
+    for config in DRUID_COMPACTION:
+        compaction_config_from_druid(config)
     assert rules_from_json(RULES)
     CoordinatorConfig.from_json(COORDINATOR)
     Volume.from_json(VOLUME)
