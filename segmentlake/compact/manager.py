@@ -85,13 +85,16 @@ class PassReport:
     planned: int = 0
     queued: int = 0
     invalid: int = 0
+    recent: int = 0  # chunks left to the appends (skipOffsetFromLatest)
     duties: DutyReport = field(default_factory=DutyReport)
     seconds: float = 0.0
 
     def summary(self) -> str:
         d = self.duties
+        recent = f" ({self.recent} recent, left to appends)" if self.recent else ""
         return (
-            f"{self.chunks} chunk(s), {self.planned} job(s) planned, {self.queued} queued, "
+            f"{self.chunks} chunk(s){recent}, {self.planned} job(s) planned, "
+            f"{self.queued} queued, "
             f"{d.held} held, {d.selected} selected, {d.chunks_done} chunk(s) done, "
             f"{d.selector_runs} selector run(s), {d.expired} expired, {self.seconds:.2f}s"
         )
@@ -246,6 +249,7 @@ class CompactionManager:
         for chunk_id, view in ms.views.items():
             report.chunks += 1
             recent = cutoff is not None and view.chunk.interval.end_millis > cutoff
+            report.recent += recent
             jobs = self._jobs(datasource, view, ms, report, majors, recent=recent)
             key = (datasource, chunk_id)
             seen.add(key)

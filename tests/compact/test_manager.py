@@ -405,6 +405,9 @@ def test_druids_auto_compaction_config_leaves_the_latest_day_to_the_appends(
     assert config.partitions_spec.type_name == "dynamic"
 
     manager = lake.compaction_manager(datasources=[ds])
+    report = manager.run_pass()
+    assert (report.chunks, report.recent) == (48, 24)
+    assert "(24 recent, left to appends)" in report.summary()
     manager.run(compactors=1, once=True)
     assert manager.outcomes == {"committed": 1, "refused": 0, "failed": 0}
     first_day = Interval.parse("2024-03-01/P1D")
