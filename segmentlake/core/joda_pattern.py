@@ -57,12 +57,15 @@ class SparkPattern:
     1-9999 (``0000``, ``-2024``, ``99999``); ``two_digit_year``
     when it reads a year of two digits (Joda's century differs from Spark's, see the module);
     ``weekday`` when the Joda pattern starts with a day-of-week name, which Spark cannot parse:
-    ``pattern`` then omits it, and the value's leading word must be removed before parsing."""
+    ``pattern`` then omits it, and the value's leading word must be removed before parsing;
+    ``zoned`` when it reads a zone (``Z``): without one, a value is a UTC time (Joda's default
+    zone in Druid), not one in the Spark session's zone."""
 
     pattern: str
     shape: str
     two_digit_year: bool = False
     weekday: bool = False
+    zoned: bool = False
 
 
 def spark_pattern(joda: str) -> SparkPattern:
@@ -99,7 +102,11 @@ def spark_pattern(joda: str) -> SparkPattern:
         out.append(_quoted("".join(literal)))
         shape.append(_literal_shape("".join(literal)))
     return SparkPattern(
-        "".join(out), "".join(shape), two_digit_year=two_digit_year, weekday=weekday
+        "".join(out),
+        "".join(shape),
+        two_digit_year=two_digit_year,
+        weekday=weekday,
+        zoned=any(t[0] == "Z" for t in tokens),
     )
 
 

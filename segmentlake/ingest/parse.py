@@ -325,14 +325,30 @@ def _epoch_millis_sql(raw: str, dtype: T.DataType, timestamp: TimestampSpec, nam
                 f"timestampSpec.format 'iso' needs a string column, but {name!r} is "
                 f"{dtype.simpleString()}; use 'millis', 'posix', 'micro' or 'nano'"
             )
-        return f"unix_millis(try_to_timestamp({raw}))"
+        return _iso_millis_sql(raw)
     if fmt == "auto":
         if numeric:
             return _scaled_sql(raw, 1.0)
-        millis, iso = _scaled_sql(raw, 1.0), f"unix_millis(try_to_timestamp({raw}))"
+        millis, iso = _scaled_sql(raw, 1.0), _iso_millis_sql(raw)
         return f"CASE WHEN {raw} RLIKE {sql_string(_DIGITS)} THEN {millis} ELSE {iso} END"
     factor = {"millis": 1.0, "posix": 1000.0, "ruby": 1000.0, "micro": 1e-3, "nano": 1e-6}[fmt]
     return _scaled_sql(raw, factor)
+
+
+def _iso_millis_sql(text: str) -> str:
+    """SQL of the ISO-8601 string ``text`` as epoch ms. A value without a zone is a UTC time,
+    as Druid reads it, whatever the Spark session's time zone (Spark would read it in that
+    zone): it is parsed with ``Z`` appended (a date alone with ``T00:00:00Z``), which fails
+    for a value that has a zone, parsed as it is. One parse for the usual ``...Z`` value."""
+    value = f"trim({text})"
+    as_utc = f"try_to_timestamp(concat({value}, 'Z'))"
+    date_as_utc = f"try_to_timestamp(concat({value}, 'T00:00:00Z'))"
+    zoned = f"try_to_timestamp({value})"
+    parsed = (
+        f"CASE WHEN endswith({value}, 'Z') THEN {zoned} "
+        f"ELSE coalesce({as_utc}, {date_as_utc}, {zoned}) END"
+    )
+    return f"unix_millis({parsed})"
 
 
 def _pattern_millis_sql(text: str, pattern: SparkPattern) -> str:
@@ -343,7 +359,11 @@ def _pattern_millis_sql(text: str, pattern: SparkPattern) -> str:
     :mod:`~segmentlake.core.joda_pattern`), a hundred years before Spark's 2000-2099 for the
     years after next 19."""
     value = f"regexp_replace({text}, '^[A-Za-z]+', '')" if pattern.weekday else text
-    ts = f"try_to_timestamp({value}, {sql_string(pattern.pattern)})"
+    if pattern.zoned:
+        ts = f"try_to_timestamp({value}, {sql_string(pattern.pattern)})"
+    else:  # a UTC time, as Joda's default zone in Druid, not one in the session's zone
+        utc = sql_string(f"{pattern.pattern}XXX")
+        ts = f"try_to_timestamp(concat({value}, 'Z'), {utc})"
     if pattern.two_digit_year:
         last = datetime.now(UTC).year + 19  # Joda's pivot: the year 30 years ago, +- 50
         ts = f"(CASE WHEN year({ts}) > {last} THEN {ts} - INTERVAL 100 YEARS ELSE {ts} END)"

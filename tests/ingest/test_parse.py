@@ -44,6 +44,24 @@ def parsed_ms(spark: SparkSession, values: list, dtype: str, fmt: str) -> list:
     ("values", "dtype", "fmt", "wanted"),
     [
         (["2024-01-01T00:00:00Z", "2024-01-01T01:00:00+01:00"], "STRING", "iso", [JAN1, JAN1]),
+        # Without a zone a value is UTC, as Druid reads it, not a New York time.
+        (
+            [
+                "2024-01-01T00:00:00",
+                "2024-01-01",
+                " 2024-01-01 00:00:00.000 ",
+                "2024-01-01T05:30:00+05:30",
+            ],
+            "STRING",
+            "iso",
+            [JAN1] * 4,
+        ),
+        (
+            ["2024-01-01T00:00:00.5", "2024-01-01T00:00:00 UTC"],
+            "STRING",
+            "auto",
+            [JAN1 + 500, JAN1],
+        ),
         ([str(JAN1), "2024-01-01T00:00:00.250Z"], "STRING", "auto", [JAN1, JAN1 + 250]),
         ([JAN1], "BIGINT", "millis", [JAN1]),
         ([JAN1], "BIGINT", "auto", [JAN1]),
@@ -161,20 +179,25 @@ def test_joda_patterns_read_what_druid_reads(
     assert got == [w if isinstance(w, int) else f"{w} ({fmt})" for w in wanted]
 
 
+@pytest.mark.usefixtures("new_york")
 @pytest.mark.parametrize(
     ("fmt", "values", "dtype", "wanted"),
     [
         ("yyyy-MM-dd HH:mm:ss", ["2024-03-05 10:00:00", "2024-3-5 7:03:09"], "STRING", None),
+        ("yyyy-MM-dd'T'HH:mm:ss'Z'", ["2024-03-05T10:00:00Z"], "STRING", [ms(2024, 3, 5, 10)]),
+        # 02:30 does not exist in New York that day (DST); in UTC it does.
+        ("yyyy-MM-dd HH:mm", ["2024-03-10 02:30"], "STRING", [ms(2024, 3, 10, 2, 30)]),
         ("yyyyMMddHH", [2024030510], "BIGINT", [ms(2024, 3, 5, 10)]),  # a number's digits
         ("MM/dd/yy", ["03/05/24", "03/05/70"], "STRING", [ms(2024, 3, 5), ms(1970, 3, 5)]),
         ("ruby", [1_709_632_800.25], "DOUBLE", [ms(2024, 3, 5, 10) + 250]),
         ("ISO", ["2024-03-05T10:00:00Z"], "STRING", [ms(2024, 3, 5, 10)]),  # any case
     ],
 )
-def test_more_druid_formats_in_a_utc_session(
+def test_more_druid_formats_read_zone_less_values_as_utc(
     spark: SparkSession, fmt: str, values: list, dtype: str, wanted: list | None
 ) -> None:
-    """Zone-less values are read in the session time zone, like ISO strings without offset."""
+    """Values of a pattern without a zone are UTC times (Joda's default zone in Druid), in a
+    session whose time zone is not UTC."""
     wanted = wanted or [ms(2024, 3, 5, 10), ms(2024, 3, 5, 7, 3, 9)]
     assert parsed_ms(spark, values, dtype, fmt) == wanted
 
