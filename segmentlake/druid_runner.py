@@ -26,7 +26,8 @@ Druid ``compact`` task (:class:`DruidCompactTask`) as a major compaction, or a `
   are skipped). Otherwise ``lake.overwrite`` of the intervals' whole chunks: with
   ``dropExisting: true`` every chunk of it is replaced (those without rows by tombstones); with
   ``dropExisting: false`` (Druid's default) only the chunks that get rows are, as in Druid —
-  when the interval holds data already, one extra Spark job finds those chunks first.
+  when the interval holds data already, one extra Spark job finds those chunks first. Without
+  intervals, likewise: the chunks the rows fall in are found first and replaced.
 """
 
 from __future__ import annotations
@@ -133,10 +134,13 @@ def run_druid_task(
     if task.append_to_existing:
         return lake.append(frame, task.datasource, task.spec, interval=task.interval, **options)
     interval = task.interval
-    assert interval is not None  # DruidIngestTask requires intervals for an overwrite
-    if task.drop_existing or not _used_segments(lake, task.datasource, interval):
+    if interval is not None and (
+        task.drop_existing or not _used_segments(lake, task.datasource, interval)
+    ):
         # Nothing to keep in chunks without rows: replacing the whole interval is the same.
         return lake.overwrite(frame, task.datasource, task.spec, interval=interval, **options)
+    # Only the chunks that get rows are replaced (dropExisting: false, or no intervals: then
+    # Druid finds the chunks from the rows too).
     frame = frame.persist()  # read once for the chunk job and once for the write
     try:
         chunks = _chunks_with_rows(frame, task, interval)
@@ -518,10 +522,10 @@ def _untyped_dimensions(task: DruidIngestTask, columns: list[str]) -> dict[str, 
 
 
 def _chunks_with_rows(
-    frame: DataFrame, task: DruidIngestTask, interval: Interval
+    frame: DataFrame, task: DruidIngestTask, interval: Interval | None
 ) -> Interval | None:
-    """The chunks of ``interval`` that get rows, as one interval (None: no chunk does).
-    Raises :class:`SpecError` when they are not contiguous."""
+    """The chunks (of ``interval``, if given) that get rows, as one interval (None: no chunk
+    does). Raises :class:`SpecError` when they are not contiguous."""
     parsed = parse_input(frame, task.spec, interval=interval)
     starts = sorted(
         r[0] for r in parsed.frame.where(F.col(REASON).isNull()).select(CHUNK).distinct().collect()
@@ -531,16 +535,19 @@ def _chunks_with_rows(
     granularity = task.spec.granularity_spec.segment_granularity
     runs = _runs(starts, granularity)
     if len(runs) > 1:
+        instead = (
+            "give granularitySpec.intervals spanning them with dropExisting: true (chunks "
+            "without rows become empty)"
+            if interval is None
+            else f"set dropExisting: true to replace all of {interval} (chunks without rows "
+            "become empty)"
+        )
         raise SpecError(
             f"the rows fall in {len(runs)} separate runs of {granularity.name} chunks "
-            f"({', '.join(map(str, runs))}); with dropExisting: false Druid replaces only those "
-            "chunks, and segmentlake replaces one interval per task: set dropExisting: true to "
-            f"replace all of {interval} (chunks without rows become empty), or run one task "
-            "per run"
+            f"({', '.join(map(str, runs))}); Druid would replace only those chunks, and "
+            f"segmentlake replaces one interval per task: {instead}, or run one task per run"
         )
-    logger.info(
-        "%s: rows fall in %s; replacing only that (dropExisting: false)", task.datasource, runs[0]
-    )
+    logger.info("%s: rows fall in %s; replacing only that", task.datasource, runs[0])
     return runs[0]
 
 
@@ -556,7 +563,7 @@ def _runs(starts: Sequence[int], granularity: Granularity) -> list[Interval]:
 
 
 def _nothing_to_replace(
-    frame: DataFrame, task: DruidIngestTask, interval: Interval, task_id: str | None
+    frame: DataFrame, task: DruidIngestTask, interval: Interval | None, task_id: str | None
 ) -> TaskReport:
     """No row lands in the interval: with dropExisting: false Druid publishes nothing and
     leaves the data as it is. The rows are still counted by fate (too many unparseable ones
@@ -576,7 +583,7 @@ def _nothing_to_replace(
         type="overwrite",
         datasource=task.datasource,
         status="SUCCESS",
-        interval=str(interval),
+        interval=None if interval is None else str(interval),
         rows=rows,
     )
     if rows.unparseable > task.spec.max_parse_exceptions:
@@ -587,8 +594,8 @@ def _nothing_to_replace(
             report=report,
         )
     logger.warning(
-        "%s: no row falls in %s; with dropExisting: false nothing is replaced or published",
+        "%s: no row falls in %s; nothing is replaced or published",
         task.datasource,
-        interval,
+        interval or "any chunk",
     )
     return report

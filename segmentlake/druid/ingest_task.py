@@ -107,13 +107,13 @@ def mode_problems(
 ) -> list[tuple[str, str]]:
     """(field, message) for every contradiction between the task's mode and its spec."""
     problems = []
-    if not append and not has_intervals:
+    if drop and not has_intervals:
         problems.append(
             (
                 "intervals",
-                "required: segmentlake replaces whole intervals, so an overwrite must say which "
-                '(e.g. "intervals": ["2024-01-01/2024-01-08"]); or set ioConfig.'
-                "appendToExisting: true to add the rows to what is there",
+                "required with dropExisting: true (Druid requires them too): it replaces every "
+                'chunk of the intervals, e.g. "intervals": ["2024-01-01/2024-01-08"]; without '
+                "intervals and dropExisting, the chunks the rows fall in are replaced",
             )
         )
     if append and drop:
@@ -230,7 +230,8 @@ class DruidIngestTask:
     @property
     def interval(self) -> Interval | None:
         """The interval this task replaces (or appends into): the whole segment-granularity
-        chunks of ``intervals``; None when no intervals are given."""
+        chunks of ``intervals``; None when no intervals are given (an overwrite then replaces
+        the chunks its rows fall in, as in Druid)."""
         if not self.intervals:
             return None
         return aligned_interval(self.intervals, self.spec.granularity_spec.segment_granularity)

@@ -361,8 +361,11 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
             r"ioConfig\.dropExisting: applies to overwrites only",
         ),
         (
-            {"dataSchema__granularitySpec": {"segmentGranularity": "day"}},
-            r"granularitySpec\.intervals: required: segmentlake replaces whole intervals",
+            {
+                "dataSchema__granularitySpec": {"segmentGranularity": "day"},
+                "ioConfig__dropExisting": True,
+            },
+            r"granularitySpec\.intervals: required with dropExisting: true",
         ),
         (
             {"dataSchema__granularitySpec__intervals": ["2015-09-13/2015-09-12"]},

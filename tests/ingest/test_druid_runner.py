@@ -441,6 +441,36 @@ def test_drop_existing_false_keeps_chunks_without_new_rows(
     assert_read(lake, ds, rows(spark, new_day1, FLOWS_SCHEMA))
 
 
+def test_an_overwrite_without_intervals_replaces_the_chunks_its_rows_fall_in(
+    spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
+) -> None:
+    """Druid's behaviour without granularitySpec.intervals: the chunks are found from the
+    rows, and only they are replaced."""
+    write_json_lines(tmp_path / "all", "flows.json", FLOWS)
+    first = rollup_task(ds, tmp_path / "all", {"type": "json"})
+    del first["spec"]["dataSchema"]["granularitySpec"]["intervals"]
+    report = run_druid_task(lake, DruidIngestTask.from_dict(first))
+    assert report.interval == "2018-01-01T00:00:00.000Z/2018-01-03T00:00:00.000Z"
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP, FLOWS_SCHEMA))
+
+    day2 = [{**r, "packets": 1} for r in FLOWS[6:]]
+    write_json_lines(tmp_path / "day2", "flows.json", day2)
+    task = rollup_task(ds, tmp_path / "day2", {"type": "json"})
+    del task["spec"]["dataSchema"]["granularitySpec"]["intervals"]
+    report = run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert report.interval == "2018-01-02T00:00:00.000Z/2018-01-03T00:00:00.000Z"
+    new_day2 = [(t, s, d, c, c, b) for t, s, d, c, _, b in FLOWS_ROLLED_UP[3:]]
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP[:3] + new_day2, FLOWS_SCHEMA))
+
+    gap = [FLOWS[0], {**FLOWS[1], "timestamp": "2018-01-05T01:00:00Z"}]
+    write_json_lines(tmp_path / "gap", "flows.json", gap)
+    task = rollup_task(ds, tmp_path / "gap", {"type": "json"})
+    del task["spec"]["dataSchema"]["granularitySpec"]["intervals"]
+    with pytest.raises(SpecError, match=r"2 separate runs of DAY chunks.*give granularitySpec"):
+        run_druid_task(lake, DruidIngestTask.from_dict(task))
+    assert_read(lake, ds, rows(spark, FLOWS_ROLLED_UP[:3] + new_day2, FLOWS_SCHEMA))
+
+
 def test_discovered_json_dimensions_are_strings_as_in_druid(
     spark: SparkSession, lake: Lake, ds: str, tmp_path: Path
 ) -> None:
