@@ -306,8 +306,12 @@ def _epoch_millis_sql(raw: str, dtype: T.DataType, timestamp: TimestampSpec, nam
     if isinstance(dtype, T.TimestampType):
         return f"unix_millis({raw})"
     if isinstance(dtype, T.TimestampNTZType):
-        # A wall-clock time without zone is read as UTC, like strings without an offset.
-        return f"unix_millis(from_utc_timestamp(CAST({raw} AS TIMESTAMP), current_timezone()))"
+        # A wall-clock time without zone is read as UTC, like strings without an offset: from
+        # its fields, as no conversion through the session's zone is exact in a DST gap.
+        return (
+            f"(CAST(unix_date(CAST({raw} AS DATE)) AS BIGINT) * {_DAY} + hour({raw}) * 3600000 "
+            f"+ minute({raw}) * 60000 + CAST(floor(date_part('SECOND', {raw}) * 1000) AS BIGINT))"
+        )
     if isinstance(dtype, T.DateType):
         return f"(CAST(unix_date({raw}) AS BIGINT) * {_DAY})"
     numeric = isinstance(dtype, T.NumericType)
@@ -338,15 +342,19 @@ def _epoch_millis_sql(raw: str, dtype: T.DataType, timestamp: TimestampSpec, nam
 def _iso_millis_sql(text: str) -> str:
     """SQL of the ISO-8601 string ``text`` as epoch ms. A value without a zone is a UTC time,
     as Druid reads it, whatever the Spark session's time zone (Spark would read it in that
-    zone): it is parsed with ``Z`` appended (a date alone with ``T00:00:00Z``), which fails
-    for a value that has a zone, parsed as it is. One parse for the usual ``...Z`` value."""
+    zone): it is parsed with ``Z`` appended (a date, month or year alone completed to its
+    first instant), which fails for a value that has a zone, parsed as it is. One parse for
+    the usual ``...Z`` value."""
     value = f"trim({text})"
-    as_utc = f"try_to_timestamp(concat({value}, 'Z'))"
-    date_as_utc = f"try_to_timestamp(concat({value}, 'T00:00:00Z'))"
+    # The value with Z appended, or the rest of a day, month or year alone: all UTC.
+    as_utc = [
+        f"try_to_timestamp(concat({value}, {sql_string(rest)}))"
+        for rest in ("Z", "T00:00:00Z", "-01T00:00:00Z", "-01-01T00:00:00Z")
+    ]
     zoned = f"try_to_timestamp({value})"
     parsed = (
         f"CASE WHEN endswith({value}, 'Z') THEN {zoned} "
-        f"ELSE coalesce({as_utc}, {date_as_utc}, {zoned}) END"
+        f"ELSE coalesce({', '.join(as_utc)}, {zoned}) END"
     )
     return f"unix_millis({parsed})"
 

@@ -62,6 +62,9 @@ def parsed_ms(spark: SparkSession, values: list, dtype: str, fmt: str) -> list:
             "auto",
             [JAN1 + 500, JAN1],
         ),
+        (["2024-01", "2024"], "STRING", "iso", [JAN1, JAN1]),
+        # 02:30 on 2024-03-10 does not exist in New York (DST): a wall time read as UTC does.
+        ([datetime(2024, 3, 10, 2, 30, 0, 250000)], "TIMESTAMP_NTZ", "auto", [1_710_037_800_250]),
         ([str(JAN1), "2024-01-01T00:00:00.250Z"], "STRING", "auto", [JAN1, JAN1 + 250]),
         ([JAN1], "BIGINT", "millis", [JAN1]),
         ([JAN1], "BIGINT", "auto", [JAN1]),
