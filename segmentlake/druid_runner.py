@@ -318,8 +318,18 @@ def read_druid(lake: Lake, source: DruidInputSource, task: DruidIngestTask) -> D
 def _time_as(fmt: str, millis: Column) -> Column:
     """Epoch milliseconds as a timestampSpec of format ``fmt`` reads them back."""
     if fmt in ("auto", "iso"):
-        utc = F.to_utc_timestamp(F.timestamp_millis(millis), F.current_timezone())
-        return F.date_format(utc, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+        # Built from the numbers: any formatting of a TIMESTAMP goes through the session's
+        # zone, and a combining source's other rows are strings this must match.
+        day = F.date_from_unix_date(F.floor(millis / 86_400_000).cast("int")).cast("string")
+        of_day = F.pmod(millis, F.lit(86_400_000))
+        parts = [(3_600_000, 24, 2), (60_000, 60, 2), (1000, 60, 2), (1, 1000, 3)]
+        h, m, sec, ms = (
+            F.lpad((F.floor(of_day / unit) % span).cast("string"), width, "0")
+            for unit, span, width in parts
+        )
+        return F.concat(
+            day, F.lit("T"), h, F.lit(":"), m, F.lit(":"), sec, F.lit("."), ms, F.lit("Z")
+        )
     scaled = {
         "millis": millis,
         "posix": F.floor(millis / 1000),
