@@ -567,6 +567,8 @@ def _combine(metric: MetricSpec) -> Column:
         return F.hll_union_agg(column, True)
     if metric.type == "thetaSketch":
         return F.theta_union_agg(column, metric.lg_nominal_entries)
+    if metric.type == "quantilesDoublesSketch":
+        return F.kll_merge_agg_double(column, metric.k)
     if metric.type == "floatSum":  # Spark sums FLOATs as a DOUBLE; the column is FLOAT
         return F.sum(column).cast("float")
     if metric.type.endswith("Min"):

@@ -74,7 +74,7 @@ def merged_schema(
         dimensions.update(dict.fromkeys(seg.dimensions))
         for metric in seg.schema.aggregators:
             known = aggregators.setdefault(metric.name, metric)
-            if (known.type, known.lg_k, known.size) != (metric.type, metric.lg_k, metric.size):
+            if _sketch_shape(known) != _sketch_shape(metric):
                 raise SpecError(
                     f"metric {metric.name!r} is {known.type} in some segments and "
                     f"{metric.type} in others (e.g. {seg.id}); compact them separately or "
@@ -230,3 +230,8 @@ def minor_runs(
             continue
         chosen.append(MinorRun(inputs, outputs))
     return chosen
+
+
+def _sketch_shape(metric: MetricSpec) -> tuple[str, int, int, int]:
+    """What two segments' metric of one name must share to be merged into one column."""
+    return metric.type, metric.lg_k, metric.size, metric.k

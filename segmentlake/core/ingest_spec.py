@@ -91,6 +91,10 @@ TIMESTAMP_FORMATS = ("auto", "iso", "millis", "posix", "micro", "nano", "ruby")
 _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
 _DEFAULT_LG_K = 12
 _DEFAULT_THETA_SIZE = 16384  # Druid's
+_DEFAULT_QUANTILES_K = 128  # Druid's
+# Spark's KLL sketches take k from 8; Druid's quantiles sketches powers of two up to 32768.
+_QUANTILES_K = (8, 32768)
+_SKETCH_INPUTS = ("thetaSketch", "quantilesDoublesSketch")
 _RESERVED_PREFIX = "__"
 _PARTITIONS_SPECS = (
     DynamicPartitionsSpec,
@@ -264,7 +268,10 @@ class MetricSpec:
     column ``name`` and the input column ``field_name`` (none for ``count``). ``lg_k`` is the
     HLL sketch's log2 of buckets (4-21); ``size`` a theta sketch's nominal entries (a power of
     two, 16 to 2^26; Druid's default 16384) and ``input_sketch`` whether its input is theta
-    sketches to union (Druid's ``isInputThetaSketch``); other aggregators keep the defaults."""
+    sketches to union (Druid's ``isInputThetaSketch``; for ``quantilesDoublesSketch``, set by
+    compaction, whose input is the stored sketches); ``k`` a quantiles sketch's accuracy
+    parameter (a power of two, 8 to 32768; Druid's default 128); other aggregators keep the
+    defaults."""
 
     type: str
     name: str
@@ -272,6 +279,7 @@ class MetricSpec:
     lg_k: int = _DEFAULT_LG_K
     size: int = _DEFAULT_THETA_SIZE
     input_sketch: bool = False
+    k: int = _DEFAULT_QUANTILES_K
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or self.type not in AGGREGATOR_TYPES:
@@ -300,15 +308,30 @@ class MetricSpec:
                 f"e.g. {lower} or {lower * 2}"
             )
         check_flag(self.input_sketch, f"{where}: isInputThetaSketch")
-        theta = self.type == "thetaSketch"
-        if not theta and (self.size != _DEFAULT_THETA_SIZE or self.input_sketch):
-            raise SpecError(f"{where}: size and isInputThetaSketch apply to thetaSketch only")
+        if self.type != "thetaSketch" and self.size != _DEFAULT_THETA_SIZE:
+            raise SpecError(f"{where}: size applies to thetaSketch only")
+        if self.type not in _SKETCH_INPUTS and self.input_sketch:
+            raise SpecError(f"{where}: isInputThetaSketch applies to thetaSketch only")
+        self._check_k(where)
+
+    def _check_k(self, where: str) -> None:
+        if self.type != "quantilesDoublesSketch":
+            if self.k != _DEFAULT_QUANTILES_K:
+                raise SpecError(f"{where}: k applies to quantilesDoublesSketch only")
+            return
+        low, high = _QUANTILES_K
+        check_int(self.k, f"{where}: k", minimum=low, maximum=high)
+        if self.k & (self.k - 1):
+            raise SpecError(
+                f"{where}: k {self.k} is not a power of two; Druid's quantiles sketches take "
+                f"e.g. {1 << (self.k.bit_length() - 1)} or {1 << self.k.bit_length()}"
+            )
 
     @property
     def builds_sketch(self) -> bool:
         """Whether the metric sketches raw values: a sketch is an aggregate even of one row."""
         return self.type == "HLLSketchBuild" or (
-            self.type == "thetaSketch" and not self.input_sketch
+            self.type in _SKETCH_INPUTS and not self.input_sketch
         )
 
     @property
@@ -499,6 +522,8 @@ def metric_json(metric: MetricSpec) -> dict[str, Any]:
     if metric.type == "thetaSketch":
         obj["size"] = metric.size
         obj["isInputThetaSketch"] = metric.input_sketch
+    if metric.type == "quantilesDoublesSketch":
+        obj["k"] = metric.k  # its input, numbers or sketches, needs no flag in Druid's JSON
     return obj
 
 

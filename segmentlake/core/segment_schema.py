@@ -34,6 +34,7 @@ _COMBINING = {
     "HLLSketchBuild": "HLLSketchMerge",
     "HLLSketchMerge": "HLLSketchMerge",
     "thetaSketch": "thetaSketch",  # over the stored sketches: isInputThetaSketch
+    "quantilesDoublesSketch": "quantilesDoublesSketch",  # merging the stored sketches
 }
 
 
@@ -46,14 +47,15 @@ def combining_metric(metric: MetricSpec) -> MetricSpec:
     >>> combining_metric(MetricSpec("count", "edits")).type
     'longSum'
     """
-    theta = metric.type == "thetaSketch"
+    sketches = metric.type in ("thetaSketch", "quantilesDoublesSketch")
     return MetricSpec(
         _COMBINING[metric.type],
         metric.name,
         metric.name,
         metric.lg_k,
         metric.size,
-        input_sketch=theta,
+        input_sketch=sketches,
+        k=metric.k,
     )
 
 

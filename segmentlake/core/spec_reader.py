@@ -403,6 +403,9 @@ AGGREGATOR_TYPES: Mapping[str, bool] = {
     # Druid's DataSketches theta aggregator, built with Spark's theta_sketch_agg (the same
     # library): raw values, or with isInputThetaSketch theta sketches already built, unioned.
     "thetaSketch": True,
+    # Druid's DataSketches quantiles aggregator over numbers, built with Spark's KLL sketch
+    # (kll_sketch_agg_double): approximate quantiles and ranks, merged by compaction.
+    "quantilesDoublesSketch": True,
 }
 
 _IN_MEMORY = (
@@ -472,6 +475,11 @@ _DIMENSIONS_NO_EFFECT = {
 _THETA_NO_EFFECT = {
     "shouldFinalize": "Druid's query-time finalization; readers call theta_sketch_estimate",
     "errorBoundsStdDev": "Druid's query-time error bounds of an estimate",
+}
+_QUANTILES_NO_EFFECT = {
+    "maxStreamLength": "a bound Druid's quantiles sketch needs; Spark's KLL sketch needs none",
+    "shouldFinalize": "Druid's query-time finalization; readers call "
+    "kll_sketch_get_quantile_double",
 }
 _HLL_NO_EFFECT = {
     "tgtHllType": (
@@ -739,10 +747,25 @@ class DataSchemaReader(JsonReader):
             self.problem(at(path, "type"), f"{what}; accepted: " + ", ".join(AGGREGATOR_TYPES))
             return Section(path, {}, ok=False)
         hll, theta = kind in _HLL_TYPES, kind == "thetaSketch"
+        quantiles = kind == "quantilesDoublesSketch"
         extra = (
-            ("lgK", "stringEncoding") if hll else ("size", "isInputThetaSketch") if theta else ()
+            ("lgK", "stringEncoding")
+            if hll
+            else ("size", "isInputThetaSketch")
+            if theta
+            else ("k",)
+            if quantiles
+            else ()
         )
-        quiet = _HLL_NO_EFFECT if hll else _THETA_NO_EFFECT if theta else {}
+        quiet = (
+            _HLL_NO_EFFECT
+            if hll
+            else _THETA_NO_EFFECT
+            if theta
+            else _QUANTILES_NO_EFFECT
+            if quantiles
+            else {}
+        )
         self.keys(obj, path, ("type", "name", "fieldName", *extra), quiet)
         if obj.get("stringEncoding", "utf8") != "utf8":
             self.problem(
@@ -759,6 +782,8 @@ class DataSchemaReader(JsonReader):
             fields["size"] = self.integer(obj, "size", path, 16, 1 << 26)
         if theta and obj.get("isInputThetaSketch") is not None:
             fields["input_sketch"] = self.flag(obj, "isInputThetaSketch", path)
+        if quantiles and obj.get("k") is not None:
+            fields["k"] = self.integer(obj, "k", path, 2, 32768)
         return Section(path, fields, len(self.problems) == since)
 
     def granularity(self, value: Any, path: str, *, task: bool) -> tuple[Section, Section | None]:

@@ -411,17 +411,25 @@ def _typed_input_sql(metric: MetricSpec, dtype: T.DataType) -> _TypedInput:
         return _TypedInput(f"try_cast({raw} AS FLOAT)", not isinstance(dtype, T.NumericType))
     if metric.type == "HLLSketchMerge" or metric.input_sketch:
         if not isinstance(dtype, T.BinaryType):
-            kind, maker, build = (
-                ("HLL", "hll_sketch_agg", "HLLSketchBuild")
-                if metric.type == "HLLSketchMerge"
-                else ("theta", "theta_sketch_agg", "isInputThetaSketch false")
-            )
+            kind, maker, build = {
+                "HLLSketchMerge": ("HLL", "hll_sketch_agg", "HLLSketchBuild"),
+                "thetaSketch": ("theta", "theta_sketch_agg", "isInputThetaSketch false"),
+                "quantilesDoublesSketch": ("KLL", "kll_sketch_agg_double", "numbers"),
+            }[metric.type]
             raise SpecError(
                 f"metric {metric.name!r} ({metric.type}) unions {kind} sketches: its fieldName "
                 f"{metric.field_name!r} must be a BINARY column of sketches (as {maker} "
                 f"makes), not {dtype.simpleString()}; use {build} for raw values"
             )
         return _TypedInput(raw, False)
+    if metric.type == "quantilesDoublesSketch":
+        if isinstance(dtype, T.BinaryType):
+            raise SpecError(
+                f"metric {metric.name!r} (quantilesDoublesSketch) sketches numbers, but its "
+                f"fieldName {metric.field_name!r} is BINARY; sketches are merged when a "
+                "datasource is compacted, not when they are ingested"
+            )
+        return _TypedInput(f"try_cast({raw} AS DOUBLE)", not isinstance(dtype, T.NumericType))
     if metric.type == "thetaSketch":  # Spark's theta sketch takes these types as they are
         if isinstance(dtype, _THETA_INPUTS):
             return _TypedInput(raw, False)

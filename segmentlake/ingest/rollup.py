@@ -309,6 +309,9 @@ def _aggregate_sql(metric: MetricSpec) -> str:
     if metric.type == "thetaSketch":
         function = "theta_union_agg" if metric.input_sketch else "theta_sketch_agg"
         return f"{function}({column}, {int(metric.lg_nominal_entries)})"
+    if metric.type == "quantilesDoublesSketch":
+        function = "kll_merge_agg_double" if metric.input_sketch else "kll_sketch_agg_double"
+        return f"{function}({column}, {int(metric.k)})"
     if metric.type == "floatSum":  # Spark sums FLOATs as a DOUBLE: stored as the FLOAT it is
         return f"CAST(sum({column}) AS FLOAT)"
     return f"{_AGGREGATES[metric.type]}({column})"

@@ -1,5 +1,6 @@
-"""Druid's float and theta sketch aggregators through ingestion, minor and major compaction on
-real Spark and Delta: FLOAT columns stay FLOAT, sketches union instead of re-counting."""
+"""Druid's float, theta and quantiles sketch aggregators through ingestion, minor and major
+compaction on real Spark and Delta: FLOAT columns stay FLOAT, sketches union instead of
+re-counting."""
 
 from __future__ import annotations
 
@@ -74,3 +75,58 @@ def test_float_and_theta_metrics_survive_minor_and_major_compaction(
     assert after.schema["load"].dataType.simpleString() == "float"
     # Rolled up to one row per (hour, channel): each row's sketch is a union, not a recount.
     assert after.count() == 4 * 2
+
+
+QUANTILES_SPEC = {
+    "timestampSpec": {"column": "ts", "format": "iso"},
+    "dimensionsSpec": {"dimensions": ["channel"]},
+    "metricsSpec": [
+        {"type": "count", "name": "n"},
+        {"type": "quantilesDoublesSketch", "name": "latency", "fieldName": "ms", "k": 256},
+    ],
+    "granularitySpec": {"segmentGranularity": "hour", "queryGranularity": "hour"},
+}
+
+
+def latencies(spark: SparkSession, salt: int) -> DataFrame:
+    data = [
+        (f"2024-01-01T{h:02d}:{m % 60:02d}:00Z", f"#{m % 2}", str(float((m * 37 + salt) % 1000)))
+        for h in range(3)
+        for m in range(200)
+    ]
+    return spark.createDataFrame(data, "ts STRING, channel STRING, ms STRING")
+
+
+def quantiles(frame: DataFrame) -> tuple[int, float, float]:
+    merged = F.kll_merge_agg_double("latency")
+    row = frame.agg(
+        F.kll_sketch_get_n_double(merged).alias("n"),
+        F.kll_sketch_get_quantile_double(merged, F.lit(0.0)).alias("low"),
+        F.kll_sketch_get_quantile_double(merged, F.lit(1.0)).alias("high"),
+    ).first()
+    return row.n, row.low, row.high
+
+
+def test_quantiles_sketches_are_built_at_ingestion_and_merged_by_compaction(
+    spark: SparkSession, lake: Lake, ds: str
+) -> None:
+    """Druid's quantilesDoublesSketch as Spark's KLL sketch: every input value counted once
+    through two appends, a minor and a major compaction; the median stays near the true one."""
+    for salt in (0, 500):
+        lake.append(latencies(spark, salt), ds, QUANTILES_SPEC)
+    values = sorted(float(r.ms) for salt in (0, 500) for r in latencies(spark, salt).collect())
+    assert lake.read(ds).schema["latency"].dataType.simpleString() == "binary"
+    wanted = (len(values), values[0], values[-1])
+    assert quantiles(lake.read(ds)) == wanted
+    assert lake.compact(ds, mode="minor").status == "SUCCESS"
+    assert quantiles(lake.read(ds)) == wanted
+    major = lake.compact(ds, mode="major", segment_granularity="DAY")
+    assert major.status == "SUCCESS", major.summary()
+    after = lake.read(ds)
+    assert quantiles(after) == wanted
+    assert after.count() == 3 * 2  # a row per hour and channel: sketches merged, not rebuilt
+    median = after.agg(
+        F.kll_sketch_get_quantile_double(F.kll_merge_agg_double("latency"), F.lit(0.5))
+    ).first()[0]
+    true_median = values[len(values) // 2]
+    assert abs(median - true_median) <= 0.05 * (values[-1] - values[0])  # KLL's rank error

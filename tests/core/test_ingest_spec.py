@@ -338,5 +338,43 @@ def test_float_and_theta_sketch_aggregators_read_and_write_druid_json() -> None:
         "users",
         True,
     )
-    with pytest.raises(SpecError, match="size and isInputThetaSketch apply to thetaSketch only"):
+    with pytest.raises(SpecError, match="isInputThetaSketch applies to thetaSketch only"):
         MetricSpec("longSum", "x", "x", input_sketch=True)
+    with pytest.raises(SpecError, match="size applies to thetaSketch only"):
+        MetricSpec("longSum", "x", "x", size=32)
+
+
+def test_quantiles_sketch_aggregator_reads_and_writes_druid_json() -> None:
+    metrics = [
+        {"type": "quantilesDoublesSketch", "name": "latency", "fieldName": "ms"},
+        {
+            "type": "quantilesDoublesSketch",
+            "name": "fine",
+            "fieldName": "ms",
+            "k": 1024,
+            "maxStreamLength": 1000000000,  # Druid's bound: logged, no effect
+            "shouldFinalize": False,
+        },
+    ]
+    spec = IngestionSpec.from_dict({"timestampSpec": {"column": "ts"}, "metricsSpec": metrics})
+    latency, fine = spec.metrics
+    assert (latency.k, fine.k) == (128, 1024)
+    assert latency.builds_sketch
+    assert IngestionSpec.from_dict(spec.to_dict()) == spec
+    combined = combining_metric(fine)
+    assert (combined.type, combined.input_sketch, combined.k) == (
+        "quantilesDoublesSketch",
+        True,
+        1024,
+    )
+    assert not combined.builds_sketch
+    for k, message in (
+        (100, r"k 100 is not a power of two; .* e\.g\. 64 or 128"),
+        (4, r"k must be an integer in 8\.\.32768, got 4"),
+        (65536, r"metricsSpec\[0\]\.k: must be an integer in 2\.\.32768"),
+    ):
+        bad = {"type": "quantilesDoublesSketch", "name": "q", "fieldName": "ms", "k": k}
+        with pytest.raises(SpecError, match=message):
+            IngestionSpec.from_dict({"timestampSpec": {"column": "ts"}, "metricsSpec": [bad]})
+    with pytest.raises(SpecError, match="k applies to quantilesDoublesSketch only"):
+        MetricSpec("doubleSum", "x", "x", k=256)
