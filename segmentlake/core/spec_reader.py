@@ -476,6 +476,10 @@ _THETA_NO_EFFECT = {
     "shouldFinalize": "Druid's query-time finalization; readers call theta_sketch_estimate",
     "errorBoundsStdDev": "Druid's query-time error bounds of an estimate",
 }
+_HYPER_NO_EFFECT = {
+    "round": "rounding of Druid's query results; hll_sketch_estimate returns whole numbers",
+}
+_DEFAULT_HLL_LG_K = 12  # MetricSpec's default
 _QUANTILES_NO_EFFECT = {
     "maxStreamLength": "a bound Druid's quantiles sketch needs; Spark's KLL sketch needs none",
     "shouldFinalize": "Druid's query-time finalization; readers call "
@@ -742,9 +746,12 @@ class DataSchemaReader(JsonReader):
         obj = self.object(value, path, required=True)
         since = len(self.problems)
         kind = obj.get("type")
+        if kind == "hyperUnique":
+            return self.hyper_unique(obj, path)
         if not isinstance(kind, str) or kind not in AGGREGATOR_TYPES:
             what = "is required" if kind is None else f"unknown aggregator type {safe_repr(kind)}"
-            self.problem(at(path, "type"), f"{what}; accepted: " + ", ".join(AGGREGATOR_TYPES))
+            accepted = ", ".join([*AGGREGATOR_TYPES, "hyperUnique"])
+            self.problem(at(path, "type"), f"{what}; accepted: {accepted}")
             return Section(path, {}, ok=False)
         hll, theta = kind in _HLL_TYPES, kind == "thetaSketch"
         quantiles = kind == "quantilesDoublesSketch"
@@ -784,6 +791,30 @@ class DataSchemaReader(JsonReader):
             fields["input_sketch"] = self.flag(obj, "isInputThetaSketch", path)
         if quantiles and obj.get("k") is not None:
             fields["k"] = self.integer(obj, "k", path, 2, 32768)
+        return Section(path, fields, len(self.problems) == since)
+
+    def hyper_unique(self, obj: Mapping[str, Any], path: str) -> Section:
+        """Druid's older cardinality aggregator, read as ``HLLSketchBuild``: an HLL sketch of
+        the values, unioned by compaction, estimated by readers. Druid's own HyperLogLog
+        collectors (``isInputHyperUnique``) have no Spark reader and are refused."""
+        since = len(self.problems)
+        self.keys(obj, path, ("type", "name", "fieldName", "isInputHyperUnique"), _HYPER_NO_EFFECT)
+        if self.flag(obj, "isInputHyperUnique", path):
+            self.problem(
+                at(path, "isInputHyperUnique"),
+                "Druid's serialized HyperLogLog collectors cannot be read by Spark; ingest the "
+                "raw values (false), or HLL sketches with HLLSketchMerge",
+            )
+        fields = {
+            "type": "HLLSketchBuild",
+            "name": self.text(obj, "name", path, required=True),
+            "field_name": self.text(obj, "fieldName", path, required=True),
+        }
+        self.log.info(
+            "%s: hyperUnique is built as HLLSketchBuild (Apache DataSketches' HLL, lgK %d): the "
+            "same distinct-count estimate; readers call hll_sketch_estimate(hll_union_agg(col))",
+            path, _DEFAULT_HLL_LG_K,
+        )  # fmt: skip
         return Section(path, fields, len(self.problems) == since)
 
     def granularity(self, value: Any, path: str, *, task: bool) -> tuple[Section, Section | None]:

@@ -378,3 +378,37 @@ def test_quantiles_sketch_aggregator_reads_and_writes_druid_json() -> None:
             IngestionSpec.from_dict({"timestampSpec": {"column": "ts"}, "metricsSpec": [bad]})
     with pytest.raises(SpecError, match="k applies to quantilesDoublesSketch only"):
         MetricSpec("doubleSum", "x", "x", k=256)
+
+
+def test_hyper_unique_is_read_as_an_hll_sketch_build() -> None:
+    """Druid's older cardinality aggregator: the same estimate from an HLL sketch."""
+    spec = IngestionSpec.from_dict(
+        {
+            "timestampSpec": {"column": "ts"},
+            "metricsSpec": [
+                {"type": "hyperUnique", "name": "uniques", "fieldName": "user", "round": True}
+            ],
+        }
+    )
+    assert spec.metrics == (MetricSpec("HLLSketchBuild", "uniques", "user"),)
+    with pytest.raises(SpecError, match=r"metricsSpec\[0\]\.isInputHyperUnique: Druid's"):
+        IngestionSpec.from_dict(
+            {
+                "timestampSpec": {"column": "ts"},
+                "metricsSpec": [
+                    {
+                        "type": "hyperUnique",
+                        "name": "u",
+                        "fieldName": "user",
+                        "isInputHyperUnique": True,
+                    }
+                ],
+            }
+        )
+    with pytest.raises(SpecError, match=r"metricsSpec\[0\]\.fieldName: must be a non-empty"):
+        IngestionSpec.from_dict(
+            {
+                "timestampSpec": {"column": "ts"},
+                "metricsSpec": [{"type": "hyperUnique", "name": "u"}],
+            }
+        )
