@@ -45,15 +45,18 @@ from segmentlake.core.names import (
     SEGMENT_KEY_COLUMN,
     TIME_COLUMN,
     datasource_table_path,
+    quote_identifier,
 )
 from segmentlake.core.partitions_spec import DEFAULT_MAX_ROWS_PER_SEGMENT
 from segmentlake.core.segment import DataSegment
 from segmentlake.core.segment_schema import SegmentSchema
 from segmentlake.core.shard_spec import NumberedOverwriteShardSpec
+from segmentlake.core.spec_reader import FIRST_LAST_TYPES
 from segmentlake.core.timeline import VersionedIntervalTimeline
 from segmentlake.errors import LockRefused, SpecError, first_line
 from segmentlake.faults import crash_point
 from segmentlake.ingest.report import RowStats, TaskReport
+from segmentlake.ingest.rollup import first_last_sql
 from segmentlake.ingest.task import IngestTarget, new_task_id
 from segmentlake.metadata.allocation import AllocateRequest, allocate
 from segmentlake.metadata.heartbeat import LeaseKeeper
@@ -569,6 +572,8 @@ def _combine(metric: MetricSpec) -> Column:
         return F.theta_union_agg(column, metric.lg_nominal_entries)
     if metric.type == "quantilesDoublesSketch":
         return F.kll_merge_agg_double(column, metric.k)
+    if metric.type in FIRST_LAST_TYPES:
+        return F.expr(first_last_sql(metric, quote_identifier(metric.name)))
     if metric.type == "floatSum":  # Spark sums FLOATs as a DOUBLE; the column is FLOAT
         return F.sum(column).cast("float")
     if metric.type.endswith("Min"):

@@ -92,6 +92,7 @@ _HLL_LG_K = (4, 21)  # the lgConfigK range Spark's HLL sketch functions accept
 _DEFAULT_LG_K = 12
 _DEFAULT_THETA_SIZE = 16384  # Druid's
 _DEFAULT_QUANTILES_K = 128  # Druid's
+_DEFAULT_MAX_STRING_BYTES = 1024  # Druid's, for stringFirst / stringLast
 # Spark's KLL sketches take k from 8; Druid's quantiles sketches powers of two up to 32768.
 _QUANTILES_K = (8, 32768)
 _SKETCH_INPUTS = ("thetaSketch", "quantilesDoublesSketch")
@@ -270,8 +271,9 @@ class MetricSpec:
     two, 16 to 2^26; Druid's default 16384) and ``input_sketch`` whether its input is theta
     sketches to union (Druid's ``isInputThetaSketch``; for ``quantilesDoublesSketch``, set by
     compaction, whose input is the stored sketches); ``k`` a quantiles sketch's accuracy
-    parameter (a power of two, 8 to 32768; Druid's default 128); other aggregators keep the
-    defaults."""
+    parameter (a power of two, 8 to 32768; Druid's default 128); ``max_string_bytes`` the
+    longest value a ``stringFirst``/``stringLast`` keeps (Druid's default 1024); other
+    aggregators keep the defaults."""
 
     type: str
     name: str
@@ -280,6 +282,7 @@ class MetricSpec:
     size: int = _DEFAULT_THETA_SIZE
     input_sketch: bool = False
     k: int = _DEFAULT_QUANTILES_K
+    max_string_bytes: int = _DEFAULT_MAX_STRING_BYTES
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or self.type not in AGGREGATOR_TYPES:
@@ -313,6 +316,11 @@ class MetricSpec:
         if self.type not in _SKETCH_INPUTS and self.input_sketch:
             raise SpecError(f"{where}: isInputThetaSketch applies to thetaSketch only")
         self._check_k(where)
+        check_int(self.max_string_bytes, f"{where}: maxStringBytes", minimum=1)
+        if self.type not in ("stringFirst", "stringLast") and (
+            self.max_string_bytes != _DEFAULT_MAX_STRING_BYTES
+        ):
+            raise SpecError(f"{where}: maxStringBytes applies to stringFirst/stringLast only")
 
     def _check_k(self, where: str) -> None:
         if self.type != "quantilesDoublesSketch":
@@ -524,6 +532,8 @@ def metric_json(metric: MetricSpec) -> dict[str, Any]:
         obj["isInputThetaSketch"] = metric.input_sketch
     if metric.type == "quantilesDoublesSketch":
         obj["k"] = metric.k  # its input, numbers or sketches, needs no flag in Druid's JSON
+    if metric.type in ("stringFirst", "stringLast"):
+        obj["maxStringBytes"] = metric.max_string_bytes
     return obj
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from segmentlake.core.granularity import Granularity
 from segmentlake.core.ingest_spec import IngestionSpec, MetricSpec, metric_from_json, metric_json
-from segmentlake.core.spec_reader import check_flag, safe_repr
+from segmentlake.core.spec_reader import FIRST_LAST_TYPES, check_flag, safe_repr
 from segmentlake.errors import SpecError
 
 __all__ = ["SegmentSchema", "combining_metric"]
@@ -35,6 +35,8 @@ _COMBINING = {
     "HLLSketchMerge": "HLLSketchMerge",
     "thetaSketch": "thetaSketch",  # over the stored sketches: isInputThetaSketch
     "quantilesDoublesSketch": "quantilesDoublesSketch",  # merging the stored sketches
+    # first / last over the stored (time, value) pairs: the earliest (latest) pair
+    **{t: t for t in FIRST_LAST_TYPES},
 }
 
 
@@ -56,6 +58,7 @@ def combining_metric(metric: MetricSpec) -> MetricSpec:
         metric.size,
         input_sketch=sketches,
         k=metric.k,
+        max_string_bytes=metric.max_string_bytes,
     )
 
 

@@ -36,6 +36,7 @@ from segmentlake.errors import SpecError
 __all__ = [
     "AGGREGATOR_TYPES",
     "DIMENSION_TYPES",
+    "FIRST_LAST_TYPES",
     "INT32_MAX",
     "INT64_MAX",
     "TASK_TYPES",
@@ -406,7 +407,17 @@ AGGREGATOR_TYPES: Mapping[str, bool] = {
     # Druid's DataSketches quantiles aggregator over numbers, built with Spark's KLL sketch
     # (kll_sketch_agg_double): approximate quantiles and ranks, merged by compaction.
     "quantilesDoublesSketch": True,
+    # Druid's first/last aggregators: the value of the earliest (latest) row of each rolled-up
+    # row, kept with its time as STRUCT<time BIGINT, value> so compaction can combine them.
+    **{
+        f"{t}{end}": True
+        for t in ("long", "double", "float", "string")
+        for end in ("First", "Last")
+    },
 }
+FIRST_LAST_TYPES = frozenset(
+    f"{t}{end}" for t in ("long", "double", "float", "string") for end in ("First", "Last")
+)
 
 _IN_MEMORY = (
     "Druid's threshold for persisting in-heap rows; Spark streams rows through its tasks and "
@@ -755,6 +766,7 @@ class DataSchemaReader(JsonReader):
             return Section(path, {}, ok=False)
         hll, theta = kind in _HLL_TYPES, kind == "thetaSketch"
         quantiles = kind == "quantilesDoublesSketch"
+        first_last = kind in FIRST_LAST_TYPES
         extra = (
             ("lgK", "stringEncoding")
             if hll
@@ -762,6 +774,8 @@ class DataSchemaReader(JsonReader):
             if theta
             else ("k",)
             if quantiles
+            else ("timeColumn", "maxStringBytes")
+            if first_last
             else ()
         )
         quiet = (
@@ -791,7 +805,22 @@ class DataSchemaReader(JsonReader):
             fields["input_sketch"] = self.flag(obj, "isInputThetaSketch", path)
         if quantiles and obj.get("k") is not None:
             fields["k"] = self.integer(obj, "k", path, 2, 32768)
+        if first_last:
+            self.first_last(obj, path, fields)
         return Section(path, fields, len(self.problems) == since)
+
+    def first_last(self, obj: Mapping[str, Any], path: str, fields: dict[str, Any]) -> None:
+        if obj.get("timeColumn", "__time") != "__time":
+            self.problem(
+                at(path, "timeColumn"),
+                f"{show(obj['timeColumn'])} is not supported: first and last follow the row's "
+                'timestamp ("__time", the default)',
+            )
+        if obj.get("maxStringBytes") is not None:
+            if not str(obj.get("type")).startswith("string"):
+                self.problem(at(path, "maxStringBytes"), "applies to stringFirst/stringLast only")
+            else:
+                fields["max_string_bytes"] = self.integer(obj, "maxStringBytes", path, 1)
 
     def hyper_unique(self, obj: Mapping[str, Any], path: str) -> Section:
         """Druid's older cardinality aggregator, read as ``HLLSketchBuild``: an HLL sketch of

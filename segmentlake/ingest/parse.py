@@ -30,6 +30,7 @@ from segmentlake.core.ingest_spec import (
 from segmentlake.core.interval import MAX_MILLIS, MIN_MILLIS, Interval
 from segmentlake.core.joda_pattern import SparkPattern
 from segmentlake.core.names import quote_identifier, sql_string
+from segmentlake.core.spec_reader import FIRST_LAST_TYPES
 from segmentlake.errors import SpecError
 from segmentlake.spark.user_sql import user_expression, with_user_sql
 
@@ -188,11 +189,23 @@ def parse_input(df: DataFrame, spec: IngestionSpec, *, interval: Interval | None
     parsed = {
         TIME: F.expr(time_sql),
         CHUNK: F.expr(chunk_sql),
-        **{metric_input(m): F.expr(typed[m.name].sql) for m in spec.metrics if m.field_name},
+        **{
+            metric_input(m): F.expr(_input_sql(m, typed[m.name], columns[m.field_name], ms))
+            for m in spec.metrics
+            if m.field_name
+        },
         REASON: _first_reason(rejections, spec.transform_spec.filter),
     }
     frame = frame.withColumns(parsed)
     return ParsedInput(frame, dimensions, ts_col, tuple(text for text, _ in rejections))
+
+
+def _input_sql(metric: MetricSpec, typed: _TypedInput, dtype: T.DataType, ms: str) -> str:
+    """SQL of a metric's input column: the typed value, paired with the row's time (epoch
+    ms, before query granularity) for a first / last aggregator reading raw values."""
+    if metric.type not in FIRST_LAST_TYPES or isinstance(dtype, T.StructType):
+        return typed.sql
+    return f"named_struct('{PAIR_TIME}', {ms}, '{PAIR_VALUE}', {typed.sql})"
 
 
 def _first_reason(rejections: Sequence[tuple[str, str]], keep: str | None) -> Column:
@@ -391,6 +404,34 @@ def _double(value: float) -> str:
     return f"CAST({sql_string(repr(value))} AS DOUBLE)"
 
 
+# What a first / last aggregator keeps per rolled-up row: its value and that value's time.
+PAIR_TIME, PAIR_VALUE = "time", "value"
+_FIRST_LAST_VALUE = {"long": "BIGINT", "double": "DOUBLE", "float": "FLOAT", "string": "STRING"}
+
+
+def first_last_value_type(metric: MetricSpec) -> str:
+    """The SQL type of a first / last aggregator's value (``longFirst`` -> ``BIGINT``)."""
+    return _FIRST_LAST_VALUE[metric.type.removesuffix("First").removesuffix("Last")]
+
+
+def _first_last_input(metric: MetricSpec, dtype: T.DataType, raw: str) -> _TypedInput:
+    """A first / last aggregator's input: the value cast to its type (a string one cut to
+    ``maxStringBytes`` characters) or, for a column of the stored pairs (compaction), the
+    pairs as they are; the row's time is paired with it in :func:`parse_input`."""
+    if isinstance(dtype, T.StructType) and {f.name for f in dtype.fields} == {
+        PAIR_TIME,
+        PAIR_VALUE,
+    }:
+        return _TypedInput(raw, False)
+    kind = first_last_value_type(metric)
+    if kind == "STRING":
+        return _TypedInput(f"left(CAST({raw} AS STRING), {int(metric.max_string_bytes)})", False)
+    numeric = isinstance(dtype, T.NumericType)
+    if kind == "BIGINT":
+        numeric = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
+    return _TypedInput(f"try_cast({raw} AS {kind})", not numeric)
+
+
 class _TypedInput(NamedTuple):
     """SQL of a metric's input as its aggregator takes it, and whether a non-null input can
     fail to become that (a string for a longSum can; a BIGINT cannot)."""
@@ -402,6 +443,8 @@ class _TypedInput(NamedTuple):
 def _typed_input_sql(metric: MetricSpec, dtype: T.DataType) -> _TypedInput:
     assert metric.field_name is not None
     raw = quote_identifier(metric.field_name)
+    if metric.type in FIRST_LAST_TYPES:  # before the prefixes: doubleFirst is no doubleSum
+        return _first_last_input(metric, dtype, raw)
     if metric.type.startswith("long"):
         integer = isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
         return _TypedInput(f"try_cast({raw} AS BIGINT)", not integer)

@@ -24,8 +24,11 @@ from segmentlake.core.joined_chunks import JoinedChunks
 from segmentlake.core.names import SEGMENT_KEY_COLUMN, TIME_COLUMN
 from segmentlake.core.names import quote_identifier as _q
 from segmentlake.core.partition_hash import partition_keys
+from segmentlake.core.spec_reader import FIRST_LAST_TYPES
 from segmentlake.ingest.parse import (
     CHUNK,
+    PAIR_TIME,
+    PAIR_VALUE,
     REASON,
     TIME,
     ParsedInput,
@@ -42,6 +45,7 @@ from segmentlake.ingest.partitioning import (
 from segmentlake.spark.connect import default_parallelism
 
 __all__ = [
+    "first_last_sql",
     "joined_chunk_sql",
     "kept_rows",
     "perfect_rollup_rows",
@@ -292,6 +296,14 @@ def segment_rows(
     return grouped.agg(*(aggregates or [F.expr("count(1)")])).selectExpr(*stored)
 
 
+def first_last_sql(metric: MetricSpec, pairs: str) -> str:
+    """SQL of a first / last aggregate over a column of (time, value) pairs: the pair of the
+    earliest (latest) time among those with a value (Druid skips null values too)."""
+    function = "min_by" if metric.type.endswith("First") else "max_by"
+    when = f"CASE WHEN {pairs}.{PAIR_VALUE} IS NOT NULL THEN {pairs}.{PAIR_TIME} END"
+    return f"{function}({pairs}, {when})"
+
+
 def _single_sql(metric: MetricSpec) -> str:
     """A row's own value of ``metric`` (rollup off)."""
     return "CAST(1 AS BIGINT)" if metric.type == "count" else _q(metric_input(metric))
@@ -312,6 +324,8 @@ def _aggregate_sql(metric: MetricSpec) -> str:
     if metric.type == "quantilesDoublesSketch":
         function = "kll_merge_agg_double" if metric.input_sketch else "kll_sketch_agg_double"
         return f"{function}({column}, {int(metric.k)})"
+    if metric.type in FIRST_LAST_TYPES:
+        return first_last_sql(metric, column)
     if metric.type == "floatSum":  # Spark sums FLOATs as a DOUBLE: stored as the FLOAT it is
         return f"CAST(sum({column}) AS FLOAT)"
     return f"{_AGGREGATES[metric.type]}({column})"

@@ -412,3 +412,26 @@ def test_hyper_unique_is_read_as_an_hll_sketch_build() -> None:
                 "metricsSpec": [{"type": "hyperUnique", "name": "u"}],
             }
         )
+
+
+def test_first_and_last_aggregators_read_and_write_druid_json() -> None:
+    metrics = [
+        {"type": t, "name": f"m{i}", "fieldName": "x"}
+        for i, t in enumerate(("longFirst", "longLast", "doubleFirst", "floatLast", "stringFirst"))
+    ]
+    metrics.append({"type": "stringLast", "name": "s", "fieldName": "x", "maxStringBytes": 64})
+    metrics.append({"type": "doubleLast", "name": "t", "fieldName": "x", "timeColumn": "__time"})
+    spec = IngestionSpec.from_dict({"timestampSpec": {"column": "ts"}, "metricsSpec": metrics})
+    assert spec.metrics[5].max_string_bytes == 64
+    assert spec.metrics[4].max_string_bytes == 1024
+    assert not any(m.builds_sketch for m in spec.metrics)
+    assert IngestionSpec.from_dict(spec.to_dict()) == spec
+    assert combining_metric(spec.metrics[5]).type == "stringLast"
+    for bad, message in (
+        ({"timeColumn": "updated_at"}, r"metricsSpec\[0\]\.timeColumn: \"updated_at\" is not"),
+        ({"maxStringBytes": 10}, r"metricsSpec\[0\]\.maxStringBytes: applies to stringFirst"),
+        ({"type": "stringLast", "maxStringBytes": 0}, r"maxStringBytes: must be an integer >= 1"),
+    ):
+        metric = {"type": "doubleLast", "name": "t", "fieldName": "x", **bad}
+        with pytest.raises(SpecError, match=message):
+            IngestionSpec.from_dict({"timestampSpec": {"column": "ts"}, "metricsSpec": [metric]})

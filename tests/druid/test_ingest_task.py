@@ -318,7 +318,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
     schema = task["spec"]["dataSchema"]
     schema["dimensionsSpec"]["spatialDimensions"] = [{"dimName": "geo", "dims": ["lat", "lon"]}]
     schema["dimensionsSpec"]["dimensions"].append({"name": "tags", "multiValueHandling": "ARRAY"})
-    schema["metricsSpec"].append({"type": "doubleFirst", "name": "t", "fieldName": "x"})
+    schema["metricsSpec"].append({"type": "doubleMean", "name": "t", "fieldName": "x"})
     schema["transformSpec"] = {"filter": {"type": "javascript", "dimension": "page"}}
     schema["granularitySpec"]["intervals"] = ["2015-09-12/2015-09-13", "2015-09-20/2015-09-21"]
     schema["timestampSpec"]["missingValue"] = "the dawn of time"
@@ -335,7 +335,7 @@ def test_a_bad_task_lists_every_problem_in_one_error() -> None:
         r"spec\.tuningConfig\.someFutureKnob: not supported; accepted here: .*maxParseExceptions",
         r"spec\.dataSchema\.dimensionsSpec\.spatialDimensions: spatial dimensions are not",
         r"spec\.dataSchema\.dimensionsSpec\.dimensions\[8\]\.multiValueHandling: multi-value",
-        r"spec\.dataSchema\.metricsSpec\[4\]\.type: unknown aggregator type 'doubleFirst'",
+        r"spec\.dataSchema\.metricsSpec\[4\]\.type: unknown aggregator type 'doubleMean'",
         r"spec\.dataSchema\.transformSpec\.filter\.type: filter type 'javascript' is not supported",
         r"spec\.dataSchema\.granularitySpec\.intervals: the intervals cover 2 separate runs",
         r"timestampSpec: timestampSpec\.missingValue: cannot parse timestamp 'the dawn of time'",
