@@ -34,16 +34,14 @@ from segmentlake.core.partitions_spec import (
     partitions_spec_from_dict,
 )
 from segmentlake.core.spec_reader import (
-    INT32_MAX,
     at,
     check_flag,
-    check_int,
     check_text,
     safe_repr,
     show,
     spec_error,
 )
-from segmentlake.druid.ingest_task import check_task_id
+from segmentlake.druid.ingest_task import check_context, check_task_id, context_json
 from segmentlake.druid.ingest_task_reader import TaskReader
 from segmentlake.druid.no_effect import TASK_NO_EFFECT
 from segmentlake.errors import SpecError
@@ -110,10 +108,7 @@ class DruidCompactTask:
         # The id and context are checked as an ingestion task's are.
         if self.task_id is not None:
             check_task_id(self.task_id)
-        if self.priority is not None:
-            check_int(self.priority, "context.priority", minimum=-INT32_MAX - 1, maximum=INT32_MAX)
-        if self.lock_timeout_ms is not None:
-            check_int(self.lock_timeout_ms, "context.lockTimeoutMillis", minimum=0)
+        check_context(self.priority, self.lock_timeout_ms)
 
     @classmethod
     def from_dict(cls, task: Any) -> DruidCompactTask:
@@ -151,9 +146,7 @@ class DruidCompactTask:
             "type": "index_parallel",
             "partitionsSpec": self.partitions_spec.to_json(),
         }
-        context = {"priority": self.priority, "lockTimeoutMillis": self.lock_timeout_ms}
-        if any(v is not None for v in context.values()):
-            task["context"] = {k: v for k, v in context.items() if v is not None}
+        task.update(context_json(self.priority, self.lock_timeout_ms))
         return task
 
     def to_json(self) -> str:

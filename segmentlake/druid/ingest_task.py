@@ -53,7 +53,9 @@ __all__ = [
     "DOUBLE_QUOTES",
     "DruidIngestTask",
     "aligned_interval",
+    "check_context",
     "check_task_id",
+    "context_json",
     "mode_problems",
 ]
 
@@ -207,11 +209,7 @@ class DruidIngestTask:
             check_task_id(self.task_id)
         check_flag(self.append_to_existing, "ioConfig.appendToExisting")
         check_flag(self.drop_existing, "ioConfig.dropExisting")
-        if self.priority is not None:
-            # Druid's priority is a Java int; the lock table keeps it in an INT column.
-            check_int(self.priority, "context.priority", minimum=-INT32_MAX - 1, maximum=INT32_MAX)
-        if self.lock_timeout_ms is not None:
-            check_int(self.lock_timeout_ms, "context.lockTimeoutMillis", minimum=0)
+        check_context(self.priority, self.lock_timeout_ms)
 
     def _intervals(self) -> tuple[Interval, ...]:
         if not isinstance(self.intervals, list | tuple):
@@ -276,14 +274,28 @@ class DruidIngestTask:
             "ioConfig": io_config,
             "tuningConfig": {"type": self.task_type, **base["tuningConfig"]},
         }
-        context = {"priority": self.priority, "lockTimeoutMillis": self.lock_timeout_ms}
-        if any(v is not None for v in context.values()):
-            task["context"] = {k: v for k, v in context.items() if v is not None}
+        task.update(context_json(self.priority, self.lock_timeout_ms))
         return task
 
     def to_json(self) -> str:
         """:meth:`to_dict` as indented JSON text."""
         return json.dumps(self.to_dict(), indent=2)
+
+
+def check_context(priority: object, lock_timeout_ms: object) -> None:
+    """Refuse a task's ``context.priority`` or ``context.lockTimeoutMillis`` out of range."""
+    if priority is not None:
+        # Druid's priority is a Java int; the lock table keeps it in an INT column.
+        check_int(priority, "context.priority", minimum=-INT32_MAX - 1, maximum=INT32_MAX)
+    if lock_timeout_ms is not None:
+        check_int(lock_timeout_ms, "context.lockTimeoutMillis", minimum=0)
+
+
+def context_json(priority: int | None, lock_timeout_ms: int | None) -> dict[str, Any]:
+    """``{"context": {...}}`` with the ones given, for a task's JSON (empty: none given)."""
+    context = {"priority": priority, "lockTimeoutMillis": lock_timeout_ms}
+    given = {k: v for k, v in context.items() if v is not None}
+    return {"context": given} if given else {}
 
 
 # The message for a transform written in Druid's expression language, where the reader finds it

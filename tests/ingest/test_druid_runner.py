@@ -159,6 +159,16 @@ def write_json_lines(folder: Path, name: str, records: list[dict[str, Any]]) -> 
     return path
 
 
+def in_quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *files: str) -> None:
+    """Work in ``tmp_path`` with the tutorial's data ``files`` under quickstart/tutorial/,
+    where Druid's tutorial specs read them (relative to the working directory, as in Druid)."""
+    data = tmp_path / "quickstart" / "tutorial"
+    data.mkdir(parents=True)
+    for name in files:
+        shutil.copy(TUTORIAL / "data" / name, data)
+    monkeypatch.chdir(tmp_path)
+
+
 def write_spec(folder: Path, task: dict[str, Any]) -> str:
     path = folder / "task.json"
     path.write_text(json.dumps(task, indent=2))
@@ -581,11 +591,8 @@ def test_druid_wikipedia_tutorial_spec_runs_as_written(
     spark: SparkSession, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The spec reads quickstart/tutorial/ relative to the working directory, as Druid does.
-    data = tmp_path / "quickstart" / "tutorial"
-    data.mkdir(parents=True)
-    shutil.copy(TUTORIAL / "data" / "wikiticker-2015-09-12-sampled.json.gz", data)
+    in_quickstart(tmp_path, monkeypatch, "wikiticker-2015-09-12-sampled.json.gz")
     task = copy.deepcopy(json.loads((TUTORIAL / "specs" / "wikipedia-index.json").read_text()))
-    monkeypatch.chdir(tmp_path)
 
     report = run_druid_task(lake, DruidIngestTask.from_dict(task))
 
@@ -609,10 +616,7 @@ def test_druid_compaction_tutorial_runs_as_written(
     1,000 rows, then its two ``compact`` tasks through ``segmentlake ingest``: one segment per
     hour (dynamic partitioning, the segments' granularity kept), then one DAY segment. Every
     row survives both, exactly (rollup stays off, as the segments had it)."""
-    data = tmp_path / "quickstart" / "tutorial"
-    data.mkdir(parents=True)
-    shutil.copy(TUTORIAL / "data" / "wikiticker-2015-09-12-sampled.json.gz", data)
-    monkeypatch.chdir(tmp_path)
+    in_quickstart(tmp_path, monkeypatch, "wikiticker-2015-09-12-sampled.json.gz")
     specs = TUTORIAL / "specs"
     ds = "compaction-tutorial"
 
@@ -656,10 +660,7 @@ def test_druid_deletion_tutorial_kill_task(
     tutorial's ``segmentIds``), then its ``kill`` task through ``segmentlake ingest``: exactly
     those two segments and their rows are deleted; then a kill with ``markAsUnused`` deletes
     the used segments of its interval too."""
-    data = tmp_path / "quickstart" / "tutorial"
-    data.mkdir(parents=True)
-    shutil.copy(TUTORIAL / "data" / "wikiticker-2015-09-12-sampled.json.gz", data)
-    monkeypatch.chdir(tmp_path)
+    in_quickstart(tmp_path, monkeypatch, "wikiticker-2015-09-12-sampled.json.gz")
     ds = "deletion-tutorial"
     hourly = json.loads((TUTORIAL / "specs" / "compaction-init-index.json").read_text())
     hourly["spec"]["dataSchema"]["dataSource"] = ds
@@ -717,11 +718,7 @@ def test_druid_updates_tutorial_runs_as_written(
     a reindex that combines the datasource's own rows (a ``druid`` input source) with new
     files in one overwrite, then an append. The result is the tutorial's table: lion's two
     input rows rolled up (count 2, number 400), bear's appended row a second row."""
-    data = tmp_path / "quickstart" / "tutorial"
-    data.mkdir(parents=True)
-    for n in ("", "2", "3", "4"):
-        shutil.copy(TUTORIAL / "data" / f"updates-data{n}.json", data)
-    monkeypatch.chdir(tmp_path)
+    in_quickstart(tmp_path, monkeypatch, *(f"updates-data{n}.json" for n in ("", "2", "3", "4")))
     ds = "updates-tutorial"
     # Not UTC: the druid rows' times must come back as the same UTC instants all the same.
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
