@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -73,6 +72,7 @@ from segmentlake.ingest.parse import (
     parse_input,
 )
 from segmentlake.ingest.report import RowStats, TaskReport
+from segmentlake.metadata.store import now_ms
 from segmentlake.spark.connect import require_classic
 
 if TYPE_CHECKING:  # annotations only: importing the runner need not load the whole surface
@@ -184,7 +184,7 @@ def run_kill_task(lake: Lake, task: DruidKillTask) -> KillReport:
         ]  # fmt: skip
         marked = lake.mark_unused(inside)
         logger.info("%s: marked %d used segment(s) unused", task.datasource, marked)
-    older_than = task.older_than_ms(int(time.time() * 1000)) / 1000
+    older_than = task.older_than_ms(now_ms()) / 1000
     return lake.kill(task.datasource, interval=task.interval, older_than=older_than)
 
 
@@ -301,8 +301,9 @@ def read_druid(lake: Lake, source: DruidInputSource, task: DruidIngestTask) -> D
     result relies on; Druid's default would count every such row unparseable. Logged."""
     frame = lake.read(source.datasource, source.interval)
     frame = frame.withColumn(TIME_COLUMN, F.unix_millis(F.col(TIME_COLUMN)))
-    if source.filter_sql is not None:
-        frame = frame.where(F.expr(source.filter_sql))
+    condition = source.filter_sql  # translated from Druid's JSON on each access
+    if condition is not None:
+        frame = frame.where(F.expr(condition))
     stamp = task.spec.timestamp_spec
     if stamp.column not in frame.columns:
         logger.warning(

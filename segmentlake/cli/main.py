@@ -9,7 +9,6 @@ import importlib.abc
 import logging
 import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -379,7 +378,7 @@ def _ingest(lake: Lake, task: DruidTask, task_id: str | None) -> int:
 def duration_seconds(text: str) -> float:
     """A duration given as seconds (``3600``) or an ISO-8601 period of fixed length (``PT1H``,
     ``P7D``; months and years have no fixed length)."""
-    from segmentlake.core.interval import Period
+    from segmentlake.core.interval import Period, is_zero_period
 
     example = "e.g. PT1H, P7D or 3600 (seconds)"
     raw = text.strip()
@@ -393,7 +392,7 @@ def duration_seconds(text: str) -> float:
                 f"duration {text!r} must be a non-negative number of seconds; {example}"
             )
         return seconds
-    if re.fullmatch(r"P(?:0+[YMWD])*(?:T(?:0+[HMS])+)?", raw.upper()) and raw.upper() != "P":
+    if is_zero_period(raw):
         return 0.0  # PT0S, P0D: zero is a fine retention here (Period wants a positive length)
     try:
         period = Period.parse(raw)

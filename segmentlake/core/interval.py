@@ -113,6 +113,18 @@ _PERIOD = re.compile(
 _MAX_PERIOD_MONTHS = 9999 * 12
 
 
+_ZERO_PERIOD = re.compile(r"P(?:0+[YMWD])*(?:T(?:0+[HMS])+)?")
+
+
+def is_zero_period(text: object) -> bool:
+    """Whether ``text`` is an ISO-8601 period of length zero (``P0D``, ``PT0S``,
+    ``P0Y0M0D``), which :meth:`Period.parse` refuses: a period must have a positive length."""
+    if not isinstance(text, str):
+        return False
+    raw = text.strip().upper()
+    return raw != "P" and _ZERO_PERIOD.fullmatch(raw) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Period:
     """An ISO-8601 period such as ``P1D``, ``PT15M`` or ``P1Y2M``; months and years are calendar

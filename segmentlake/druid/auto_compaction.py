@@ -28,7 +28,7 @@ from typing import Any
 
 from segmentlake.core.compaction_config import CompactionConfig
 from segmentlake.core.granularity import Granularity
-from segmentlake.core.interval import Period
+from segmentlake.core.interval import Period, is_zero_period
 from segmentlake.core.partitions_spec import (
     DEFAULT_MAX_ROWS_PER_SEGMENT,
     DynamicPartitionsSpec,
@@ -163,6 +163,6 @@ class _Reader(DataSchemaReader):
         if not isinstance(text, str):
             self.problem("skipOffsetFromLatest", f"must be an ISO-8601 period, got {show(text)}")
             return None
-        if text.strip().upper() in ("P0D", "PT0S", "PT0H", "PT0M", "P0W", "P0M", "P0Y"):
+        if is_zero_period(text):
             return None  # nothing skipped
         return self.attempt("skipOffsetFromLatest", functools.partial(Period.parse, text))
